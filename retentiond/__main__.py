@@ -1,0 +1,5 @@
+"""Allows ``python -m retentiond``."""
+
+from retentiond.cli import main
+
+raise SystemExit(main())

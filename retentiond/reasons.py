@@ -1,0 +1,62 @@
+"""The one vocabulary of verdicts and reasons.
+
+Plans, journal records, log lines, metric labels and the Spark tables all use these strings,
+so adding or renaming a member is a schema change: bump ``SCHEMA_VERSION`` with it.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+SCHEMA_VERSION = 1
+
+
+class Kind(StrEnum):
+    """Which file queue a file belongs to."""
+
+    COMMITLOG = "commitlog"
+    CONSUMEQUEUE = "consumequeue"
+    INDEX = "index"
+
+
+class Verdict(StrEnum):
+    DELETE = "delete"
+    KEEP = "keep"
+
+
+class Reason(StrEnum):
+    # Reasons to delete.
+    EXPIRED = "expired"  # older than fileReservedTime in a delete-hour round
+    DISK_OVER_MAX_RATIO = "disk_over_max_ratio"  # expired, pass opened by diskMaxUsedSpaceRatio
+    FORCED_OVER_CLEAN_FORCIBLY_RATIO = "forced_over_clean_forcibly_ratio"  # unexpired, forced
+    MANUAL = "manual"  # expired, pass opened by a manual round
+    BELOW_COMMITLOG_MIN_OFFSET = "below_commitlog_min_offset"  # CQ/index fully below CL min
+    FORCED_AFTER_HOLD = "forced_after_hold"  # held by another process past the forcible interval
+
+    # Reasons to keep.
+    NEWEST_FILE = "newest_file"  # newest file holding data, or pre-allocated after it
+    NOT_EXPIRED = "not_expired"
+    NOT_TIME_TO_DELETE = "not_time_to_delete"  # no trigger fired this round
+    BATCH_LIMIT = "batch_limit"  # deleteFileBatchMax reached
+    AFTER_FIRST_KEPT = "after_first_kept"  # never delete past a file that does not qualify
+    HOLDS_LIVE_OFFSET = "holds_live_offset"  # CQ/index still points at or above CL min
+    MIN_OFFSET_UNCHANGED = "min_offset_unchanged"  # CL min offset did not move since last round
+    UNREADABLE = "unreadable"  # a value needed for the decision could not be read
+    BAD_SIZE = "bad_size"  # length differs from the configured file size
+    HELD_BY_OTHER_PROCESS = "held_by_other_process"  # first attempt: wait for the interval
+    STORE_ERROR = "store_error"  # the store (or a path of it) could not be measured
+
+
+DELETE_REASONS = frozenset(
+    {
+        Reason.EXPIRED,
+        Reason.DISK_OVER_MAX_RATIO,
+        Reason.FORCED_OVER_CLEAN_FORCIBLY_RATIO,
+        Reason.MANUAL,
+        Reason.BELOW_COMMITLOG_MIN_OFFSET,
+        Reason.FORCED_AFTER_HOLD,
+    }
+)
+
+# Deleting these removed data that had not reached fileReservedTime.
+FORCED_REASONS = frozenset({Reason.FORCED_OVER_CLEAN_FORCIBLY_RATIO})

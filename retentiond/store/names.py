@@ -1,0 +1,46 @@
+"""The store's own file-naming schemes, and nothing else.
+
+A file is ours to consider only if its name matches the scheme of the directory it sits in;
+everything else is "foreign" and never touched (safety rule 2).
+"""
+
+from __future__ import annotations
+
+import re
+
+OFFSET_NAME_DIGITS = 20  # UtilAll.offset2FileName: 20-digit, zero-padded decimal
+INDEX_NAME_DIGITS = 17  # yyyyMMddHHmmssSSS, JVM default zone
+
+_OFFSET_NAME = re.compile(r"[0-9]{20}")
+_INDEX_NAME = re.compile(r"[0-9]{17}")
+_QUEUE_ID = re.compile(r"-?[0-9]{1,10}")  # Integer.parseInt of the directory name
+
+# Long.MAX_VALUE: a 20-digit name above it does not parse upstream (names that overflow).
+MAX_OFFSET = (1 << 63) - 1
+_INT_MIN, _INT_MAX = -(1 << 31), (1 << 31) - 1
+
+
+def offset_to_name(offset: int) -> str:
+    if not 0 <= offset <= MAX_OFFSET:
+        raise ValueError(f"offset {offset} out of range for a store file name")
+    return f"{offset:020d}"
+
+
+def parse_offset_name(name: str) -> int | None:
+    """Start offset of a CommitLog/ConsumeQueue file name, or None if it is not one."""
+    if not _OFFSET_NAME.fullmatch(name):
+        return None
+    value = int(name)
+    return value if value <= MAX_OFFSET else None
+
+
+def is_index_name(name: str) -> bool:
+    return _INDEX_NAME.fullmatch(name) is not None
+
+
+def parse_queue_id(name: str) -> int | None:
+    """Queue directory names are ints (ConsumeQueueStore skips the rest)."""
+    if not _QUEUE_ID.fullmatch(name):
+        return None
+    value = int(name)
+    return value if _INT_MIN <= value <= _INT_MAX else None
