@@ -1,0 +1,37 @@
+# The two commands a newcomer needs: `make run` (demo daemon on a generated store) and
+# `make test` (the whole suite). Everything installs into .venv from PyPI.
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+DEMO := demo
+
+.PHONY: venv test lint run demo-store bench clean
+
+venv: $(VENV)/.installed
+
+$(VENV)/.installed: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip
+	$(BIN)/pip install -q -e '.[test]'
+	touch $@
+
+lint: venv
+	$(BIN)/ruff check retentiond tests bench
+	$(BIN)/ruff format --check retentiond tests bench
+
+test: venv lint
+	$(BIN)/pytest -q
+
+demo-store: venv
+	rm -rf $(DEMO)
+	$(BIN)/python -m retentiond gen-store $(DEMO)/store --preset demo --config-out $(DEMO)/broker.yaml.gen
+	$(BIN)/python bench/demo_config.py $(DEMO)
+
+run: demo-store
+	$(BIN)/python bench/demo_loop.py $(DEMO)/broker.yaml
+
+bench: venv
+	$(BIN)/python bench/bench_round.py
+
+clean:
+	rm -rf $(VENV) $(DEMO) .pytest_cache .ruff_cache .hypothesis

@@ -1,0 +1,76 @@
+"""Disk usage with RocketMQ's own arithmetic (UtilAll.getDiskPartitionSpaceUsedPercent).
+
+ratio = ceil(100 * used / (used + avail)) / 100, where used = total - free and avail excludes
+root-reserved blocks: exactly df's Use%. Upstream returns -1 for a path it cannot measure and
+then treats -1 as "space to delete"; we return None and the policy refuses to delete instead.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True, slots=True)
+class PathUsage:
+    path: str
+    ratio: float | None  # None: the path could not be measured
+    total_bytes: int = 0
+    used_bytes: int = 0
+    avail_bytes: int = 0
+    error: str | None = None
+
+
+def ratio_from_counts(used: int, avail: int) -> float | None:
+    entire = used + avail
+    if entire <= 0:
+        return None
+    percent = used * 100 // entire + (1 if used * 100 % entire else 0)
+    return percent / 100.0
+
+
+def measure_path(path: str) -> PathUsage:
+    if not path:
+        return PathUsage(path, None, error="empty path")
+    if not os.path.exists(path):
+        return PathUsage(path, None, error="path does not exist")
+    try:
+        st = os.statvfs(path)
+    except OSError as exc:
+        return PathUsage(path, None, error=f"statvfs failed: {exc.strerror}")
+    total = st.f_blocks * st.f_frsize
+    free = st.f_bfree * st.f_frsize
+    avail = st.f_bavail * st.f_frsize
+    if total <= 0:
+        return PathUsage(path, None, error="filesystem reports no size")
+    used = total - free
+    return PathUsage(path, ratio_from_counts(used, avail), total, used, avail)
+
+
+def adjusted(usage: PathUsage, pending_release_bytes: int) -> PathUsage:
+    """The usage as it will be once unlinked-but-still-held files are released.
+
+    Pressure decisions use this so that bytes the cleaner already freed (but a process still
+    maps) do not make it delete again.
+    """
+    if usage.ratio is None or pending_release_bytes <= 0:
+        return usage
+    used = max(0, usage.used_bytes - pending_release_bytes)
+    avail = usage.avail_bytes + (usage.used_bytes - used)
+    return PathUsage(usage.path, ratio_from_counts(used, avail), usage.total_bytes, used, avail)
+
+
+@dataclass(frozen=True)
+class DiskUsage:
+    commitlog: tuple[PathUsage, ...]  # in configured order
+    consumequeue: PathUsage
+
+    @property
+    def errors(self) -> list[str]:
+        return [f"{u.path}: {u.error}" for u in self.commitlog if u.ratio is None]
+
+
+def measure(commitlog_paths: list[str], consumequeue_path: str) -> DiskUsage:
+    return DiskUsage(
+        tuple(measure_path(p) for p in commitlog_paths), measure_path(consumequeue_path)
+    )
