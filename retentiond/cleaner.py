@@ -49,6 +49,7 @@ class RoundResult:
     outcomes: list[Outcome] = field(default_factory=list)
     stopped: bool = False
     duration_s: float = 0.0
+    slept_s: float = 0.0  # time spent in the pacing sleeps between deletions
 
     @property
     def deleted(self) -> list[Outcome]:
@@ -195,7 +196,8 @@ class Cleaner:
         except Stopped:
             stopped = True
         plan = self._make_plan(snap, now, cl, qp, is_manual, dry_run)
-        result = RoundResult(plan, outcomes, stopped, time.monotonic() - started)
+        slept = executor.slept_s if executor is not None else 0.0
+        result = RoundResult(plan, outcomes, stopped, time.monotonic() - started, slept)
         self.last_result = result
         if not dry_run and self.journal is not None:
             self._journal_round(result)

@@ -114,7 +114,9 @@ class Executor:
             os.close(topic_fd)
 
     # ---- re-check -----------------------------------------------------------------------
-    def _still_qualifies(self, d: Decision, dir_fd: int, min_offset: int | None) -> str | None:
+    def _still_qualifies(
+        self, d: Decision, dir_fd: int, min_offset: int | None, now_ms: int
+    ) -> str | None:
         """None if the file may go now; otherwise why not."""
         name = os.path.basename(d.path)
         try:
@@ -128,7 +130,7 @@ class Executor:
         if d.kind is Kind.COMMITLOG:
             if d.reason not in FORCED_REASONS and d.reason is not Reason.FORCED_AFTER_HOLD:
                 reserved = self.settings.file_reserved_time_hours * _HOUR_MS
-                if time.time_ns() // 1_000_000 < d.identity.mtime_ms + reserved:
+                if now_ms < d.identity.mtime_ms + reserved:
                     return "no longer expired"
             return None
         assert min_offset is not None
@@ -173,7 +175,7 @@ class Executor:
         except OSError as exc:
             return self._done(Outcome(d, False, f"parent directory: {exc}", "containment"))
         try:
-            why_not = self._still_qualifies(d, dir_fd, min_offset)
+            why_not = self._still_qualifies(d, dir_fd, min_offset, ctx.now_ms())
             if why_not is not None:
                 cause = "gone" if why_not == "gone" else "changed"
                 return self._done(Outcome(d, False, why_not, cause))

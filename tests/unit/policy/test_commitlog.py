@@ -1,0 +1,132 @@
+"""CommitLog policy on synthetic snapshots: upstream's deleteExpiredFileByTime rules."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from retentiond.policy.commitlog import plan_commitlog
+from retentiond.policy.triggers import DiskState, Triggers
+from retentiond.reasons import DELETE_REASONS, Reason, Verdict
+from retentiond.settings import Settings
+from retentiond.store.snapshot import CommitLogFile, FileIdentity
+
+SIZE = 1024
+HOUR = 3_600_000
+NOW = 1_800_000_000_000
+
+
+def settings(**kw) -> Settings:
+    base = dict(
+        store_path_root_dir=Path("/s"),
+        store_path_commitlog=(Path("/s/commitlog"),),
+        mapped_file_size_commitlog=SIZE,
+        file_reserved_time_hours=1,
+    )
+    base.update(kw)
+    return Settings(**base)
+
+
+def files(ages_h: list[float], preallocated: int = 0) -> tuple[CommitLogFile, ...]:
+    out = []
+    for i, age in enumerate([*ages_h, *([0.0] * preallocated)]):
+        ident = FileIdentity(i + 1, 1, SIZE, int((NOW - age * HOUR) * 1_000_000))
+        never = True if i >= len(ages_h) else (False if i == len(ages_h) - 1 else None)
+        out.append(CommitLogFile("/s/commitlog", f"{i * SIZE:020d}", i * SIZE, ident, never))
+    return tuple(out)
+
+
+def triggers(*, time_up=False, usage=False, manual=False, at_once=False) -> Triggers:
+    usage = usage or at_once  # clean_immediately only ever comes with isSpaceToDelete
+    return Triggers(time_up, usage, manual, at_once, at_once, 0.5, 0.5, DiskState.OK, 4)
+
+
+def verdicts(plan):
+    return [(d.verdict, d.reason) for d in plan.decisions]
+
+
+def test_time_up_deletes_expired_in_order_up_to_the_batch_max():
+    plan = plan_commitlog(files([5] * 15 + [0.1] * 5), triggers(time_up=True), settings(), NOW)
+    reasons = [d.reason for d in plan.decisions]
+    assert reasons[:10] == [Reason.EXPIRED] * 10
+    assert reasons[10:15] == [Reason.BATCH_LIMIT] * 5
+    assert plan.min_offset_after == 10 * SIZE
+
+
+def test_no_trigger_no_deletion():
+    plan = plan_commitlog(files([5] * 5), triggers(), settings(), NOW)
+    assert not plan.deletions()
+    assert {d.reason for d in plan.decisions[:-1]} == {Reason.NOT_TIME_TO_DELETE}
+
+
+def test_never_past_the_first_file_that_does_not_qualify():
+    # MappedFileQueueTest.testDeleteExpiredFileByTime: 0-4 old, 5-20 fresh, 21-49 old.
+    ages = [3] * 5 + [0] * 16 + [3] * 29
+    plan = plan_commitlog(files(ages), triggers(time_up=True), settings(delete_file_batch_max=50),
+                          NOW)  # fmt: skip
+    assert len(plan.deletions()) == 5
+    assert plan.decisions[5].reason is Reason.NOT_EXPIRED
+    assert {d.reason for d in plan.decisions[6:-1]} == {Reason.AFTER_FIRST_KEPT}
+
+
+def test_newest_data_file_and_preallocated_files_are_kept_even_when_forced():
+    plan = plan_commitlog(files([5, 5, 5], preallocated=1), triggers(at_once=True),
+                          settings(), NOW)  # fmt: skip
+    assert verdicts(plan)[-2:] == [(Verdict.KEEP, Reason.NEWEST_FILE)] * 2
+    assert len(plan.deletions()) == 2
+
+
+def test_forced_deletion_of_unexpired_files_names_its_reason():
+    plan = plan_commitlog(files([0.1] * 4), triggers(usage=True, at_once=True), settings(), NOW)
+    assert {d.reason for d in plan.deletions()} == {Reason.FORCED_OVER_CLEAN_FORCIBLY_RATIO}
+
+
+def test_pressure_pass_without_force_deletes_only_expired():
+    plan = plan_commitlog(files([5, 5, 0.1, 5]), triggers(usage=True), settings(), NOW)
+    assert [d.reason for d in plan.deletions()] == [Reason.DISK_OVER_MAX_RATIO] * 2
+
+
+def test_expiry_is_inclusive_at_exactly_reserved_time():
+    plan = plan_commitlog(files([1.0, 0]), triggers(time_up=True), settings(), NOW)
+    assert plan.decisions[0].delete
+
+
+def test_wrong_size_file_stops_the_pass():
+    fs = list(files([5, 5, 5]))
+    bad = fs[1]
+    fs[1] = CommitLogFile(bad.directory, bad.name, bad.start_offset,
+                          FileIdentity(9, 1, 10, bad.identity.mtime_ns), None)  # fmt: skip
+    plan = plan_commitlog(tuple(fs), triggers(time_up=True), settings(), NOW)
+    assert [d.reason for d in plan.decisions] == [
+        Reason.EXPIRED, Reason.BAD_SIZE, Reason.NEWEST_FILE,
+    ]  # fmt: skip
+
+
+@given(
+    ages=st.lists(st.floats(min_value=0, max_value=10), min_size=0, max_size=30),
+    prealloc=st.integers(0, 2),
+    batch=st.integers(1, 12),
+    time_up=st.booleans(),
+    usage=st.booleans(),
+    at_once=st.booleans(),
+)
+def test_invariants(ages, prealloc, batch, time_up, usage, at_once):
+    fs = files(ages, preallocated=prealloc) if ages else ()
+    s = settings(delete_file_batch_max=batch)
+    plan = plan_commitlog(fs, triggers(time_up=time_up, usage=usage, at_once=at_once), s, NOW)
+    deleted = [d.delete for d in plan.decisions]
+    assert len(plan.decisions) == len(fs)
+    # deletions form a prefix: never past a kept file
+    assert deleted == sorted(deleted, reverse=True)
+    assert sum(deleted) <= batch
+    # the newest data file and everything after it survive
+    if ages:
+        assert not any(deleted[len(ages) - 1 :])
+    for d in plan.decisions:
+        assert (d.reason in DELETE_REASONS) == d.delete
+        if d.delete and d.reason is not Reason.FORCED_OVER_CLEAN_FORCIBLY_RATIO:
+            assert d.identity.mtime_ms + HOUR <= NOW
+    if not (time_up or usage or at_once):
+        assert not any(deleted)
