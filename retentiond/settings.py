@@ -45,6 +45,7 @@ class DaemonSettings:
     dry_run: bool = False
     journal_dir: Path | None = None  # None = default chosen by the journal module
     initial_delay_ms: int = DEFAULT_INITIAL_DELAY_MS
+    control_socket: Path | None = None  # None = <runtime dir>/control.sock (daemon/control.py)
 
 
 @dataclass(frozen=True)
