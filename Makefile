@@ -25,10 +25,11 @@ test: venv lint
 demo-store: venv
 	rm -rf $(DEMO)
 	$(BIN)/python -m retentiond gen-store $(DEMO)/store --preset demo --config-out $(DEMO)/broker.yaml.gen
-	$(BIN)/python bench/demo_config.py $(DEMO)
+	sed 's#@DEMO@#$(abspath $(DEMO))#g' config/demo-overrides.yaml | cat $(DEMO)/broker.yaml.gen - > $(DEMO)/broker.yaml
 
 run: demo-store
-	$(BIN)/python bench/demo_loop.py $(DEMO)/broker.yaml
+	@echo "In another terminal: $(BIN)/retentiond status --config $(DEMO)/broker.yaml"
+	$(BIN)/retentiond --log-format console run --config $(DEMO)/broker.yaml
 
 bench: venv
 	$(BIN)/python bench/bench_round.py

@@ -17,7 +17,7 @@ import structlog
 
 from retentiond.execute import Executor, Outcome, RoundContext, Stopped
 from retentiond.journal import Journal
-from retentiond.policy.commitlog import plan_commitlog
+from retentiond.policy.commitlog import expired_pending, plan_commitlog
 from retentiond.policy.plan import CommitLogPlan, Plan, QueuesPlan
 from retentiond.policy.queues import plan_queues
 from retentiond.policy.triggers import evaluate, hour_of_day
@@ -25,7 +25,7 @@ from retentiond.reasons import Kind
 from retentiond.settings import Settings
 from retentiond.store import disk as disk_mod
 from retentiond.store.reader import BinaryReader
-from retentiond.store.scan import scan
+from retentiond.store.scan import QueueLister, scan
 from retentiond.store.snapshot import Snapshot
 
 log = structlog.get_logger("retentiond.cleaner")
@@ -85,12 +85,15 @@ class Cleaner:
         self.on_outcome = on_outcome
         self.state = CleanerState()
         self.reader = BinaryReader(settings.mapped_file_size_consumequeue)
+        self.lister = QueueLister()  # directory listings carried between rounds
+        self.queue_memo: dict = {}  # earlier per-queue decisions (see plan_queues)
         self.last_result: RoundResult | None = None
 
     def reconfigure(self, settings: Settings) -> None:
         """Take new settings from the next round on; round state survives a reload."""
         if settings.mapped_file_size_consumequeue != self.settings.mapped_file_size_consumequeue:
             self.reader = BinaryReader(settings.mapped_file_size_consumequeue)
+            self.queue_memo = {}
         self.settings = settings
 
     def request_manual(self) -> None:
@@ -117,6 +120,7 @@ class Cleaner:
             min_offset=min_offset,
             last_min_offset=gate,
             reader=self.reader,
+            memo=self.queue_memo,
         )
 
     def _make_plan(
@@ -148,7 +152,7 @@ class Cleaner:
     def plan(self, *, manual: bool = False) -> Plan:
         """What a round would do now. Changes nothing, not even the round state."""
         now = self.clock_ms()
-        snap = scan(self.settings, now_ms=now)
+        snap = scan(self.settings, now_ms=now, lister=self.lister)
         cl = self._plan_commitlog(snap, now, self._manual_now(manual))
         qp = self._plan_queues(snap, cl.min_offset_after, gate=self.state.last_physical_min_offset)
         return self._make_plan(snap, now, cl, qp, self._manual_now(manual), True)
@@ -158,7 +162,7 @@ class Cleaner:
         started = time.monotonic()
         now = self.clock_ms()
         is_manual = self._manual_now(manual)
-        snap = scan(self.settings, now_ms=now)
+        snap = scan(self.settings, now_ms=now, lister=self.lister)
         cl = self._plan_commitlog(snap, now, is_manual)
         if cl.triggers.fired and self.state.manual_rounds_remaining > 0:
             self.state = replace(
@@ -182,7 +186,7 @@ class Cleaner:
         qp = QueuesPlan(cl.min_offset_after, self.state.last_physical_min_offset, examined=False)
         try:
             if executor is not None:
-                outcomes += executor.run_commitlog(cl, ctx)
+                executor.run_commitlog(cl, ctx, outcomes)
                 min_offset = self._actual_min_offset(cl, outcomes)
             else:
                 min_offset = cl.min_offset_after
@@ -192,7 +196,7 @@ class Cleaner:
             if executor is not None:
                 if qp.examined:
                     self.state = replace(self.state, last_physical_min_offset=min_offset)
-                outcomes += executor.run_queues(qp, ctx)
+                executor.run_queues(qp, ctx, outcomes)
         except Stopped:
             stopped = True
         plan = self._make_plan(snap, now, cl, qp, is_manual, dry_run)
@@ -215,15 +219,8 @@ class Cleaner:
     def _journal_round(self, result: RoundResult) -> None:
         plan = result.plan
         t = plan.commitlog.triggers
-        pending = sum(
-            1
-            for d in plan.commitlog.decisions
-            if not d.delete
-            and d.identity is not None
-            and plan.now_ms
-            >= d.identity.mtime_ms + self.settings.file_reserved_time_hours * 3_600_000
-            and d.reason.value != "newest_file"
-        )
+        gone = frozenset(o.decision.path for o in result.deleted)
+        pending = expired_pending(plan.commitlog, self.settings, plan.now_ms, gone)
         record = {
             "type": "round",
             "time_ms": plan.now_ms,

@@ -188,6 +188,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--sparse", action="store_true", help="sparse files for very large stores")
     p.add_argument("--config-out", help="also write a matching broker.yaml here")
     p.set_defaults(func=cmd_gen_store)
+    from retentiond.daemon import commands as daemon_commands  # run, trigger-delete, status
+
+    daemon_commands.register(sub)
     return parser
 
 

@@ -543,7 +543,7 @@ KEYS: tuple[ConfigKey, ...] = (
         "cleanResourceInterval",
         "clean_resource_interval_ms",
         Kind.INT,
-        "Period of the cleaning rounds (read once at start, as upstream).",
+        "Period of the cleaning rounds; a reload reschedules them (upstream reads it once).",
         default=s.DEFAULT_CLEAN_RESOURCE_INTERVAL_MS,
         unit=_MS,
         minimum=1,
@@ -689,7 +689,7 @@ KEYS: tuple[ConfigKey, ...] = (
         "retentiond.dryRun",
         "daemon.dry_run",
         Kind.BOOL,
-        "Plan and journal every round but delete nothing.",
+        "Plan every round and report it, but delete (and journal) nothing.",
         default=False,
     ),
     ConfigKey(

@@ -215,13 +215,18 @@ class Executor:
         return outcome
 
     # ---- passes -------------------------------------------------------------------------
-    def run_commitlog(self, plan: CommitLogPlan, ctx: RoundContext) -> list[Outcome]:
+    def run_commitlog(
+        self, plan: CommitLogPlan, ctx: RoundContext, outcomes: list[Outcome]
+    ) -> list[Outcome]:
         """Delete in order; sleep between deletions exactly where upstream does (§4.5).
+
+        Outcomes are appended to the caller's list as they happen, so a stop part-way
+        through still reports every deletion made.
 
         Upstream sleeps after a deletion unless the batch is full or the file was the last
         candidate. A file that could not be deleted ends the pass: never past a kept file.
         """
-        outcomes: list[Outcome] = []
+        done = len(outcomes)
         candidates = [d for d in plan.decisions if d.reason is not Reason.NEWEST_FILE]
         for i, d in enumerate(candidates):
             if not d.delete:
@@ -231,16 +236,17 @@ class Executor:
             outcomes.append(outcome)
             if not outcome.deleted:
                 break
-            if len(outcomes) >= self.settings.delete_file_batch_max:
+            if len(outcomes) - done >= self.settings.delete_file_batch_max:
                 break  # upstream checks the batch before sleeping
             if i + 1 < len(candidates):
                 self._sleep(self.settings.delete_commitlog_files_interval_ms)
         return outcomes
 
-    def run_queues(self, plan: QueuesPlan, ctx: RoundContext) -> list[Outcome]:
+    def run_queues(
+        self, plan: QueuesPlan, ctx: RoundContext, outcomes: list[Outcome]
+    ) -> list[Outcome]:
         """Each queue oldest-first, stopping at a failure; sleep after each queue that lost a
         file (upstream's deleteConsumeQueueFilesInterval); then the index list, unpaced."""
-        outcomes: list[Outcome] = []
         for q in plan.queues:
             if not q.deleted:
                 continue

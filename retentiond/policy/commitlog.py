@@ -96,3 +96,22 @@ def plan_commitlog(
         min_offset_before=files[0].start_offset if files else -1,
         min_offset_after=remaining[0].start_offset if remaining else -1,  # type: ignore[arg-type]
     )
+
+
+def expired_pending(
+    plan: CommitLogPlan, settings: Settings, now_ms: int, deleted: frozenset[str] = frozenset()
+) -> int:
+    """Expired CommitLog files still on disk after a round: what a later pass may take.
+
+    The newest file never counts (it is never deleted, however old). Used by the round record,
+    `status` and the metrics, so all of them report the same number for the same store.
+    """
+    reserved = settings.file_reserved_time_hours * _HOUR_MS
+    return sum(
+        1
+        for d in plan.decisions
+        if d.identity is not None
+        and d.path not in deleted
+        and d.reason is not Reason.NEWEST_FILE
+        and now_ms >= d.identity.mtime_ms + reserved
+    )

@@ -8,14 +8,16 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 from retentiond.policy.triggers import Triggers
 from retentiond.reasons import SCHEMA_VERSION, Kind, Reason, Verdict
 from retentiond.store.snapshot import FileIdentity
 
 
-@dataclass(frozen=True, slots=True)
-class Decision:
+class Decision(NamedTuple):
+    """One file's verdict. A NamedTuple: a round builds one per examined queue (100k+)."""
+
     kind: Kind
     path: str
     verdict: Verdict
@@ -49,8 +51,7 @@ class Decision:
         return data
 
 
-@dataclass(frozen=True)
-class QueueDecision:
+class QueueDecision(NamedTuple):
     """One ConsumeQueue, compactly: the first ``delete_count`` files go, the rest stay.
 
     With 100k+ queues a Decision object per kept file would dominate a round's cost, so kept

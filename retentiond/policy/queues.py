@@ -17,46 +17,30 @@ from retentiond.store.snapshot import IndexFile, QueueListing
 
 
 def plan_queue(q: QueueListing, min_offset: int, reader: BinaryReader) -> QueueDecision:
+    """Oldest first; stop at the first file that is unreadable or still holds a live offset.
+
+    This runs once per queue (100k+ per round), so it builds one Decision per examined file
+    and nothing for the files behind the stop (``QueueDecision.decisions`` derives those).
+    """
     deleted: list[Decision] = []
     stop: Decision | None = None
+    directory, topic, queue_id, trust = q.directory, q.topic, q.queue_id, q.unchanged
     for name in q.names[:-1]:  # the newest file of a queue is never a candidate
-        path = f"{q.directory}/{name}"
-        got = reader.cq_last_offset(path)
-        common = dict(
-            identity=got.identity, start_offset=int(name), topic=q.topic, queue_id=q.queue_id
-        )
-        if got.value is None:
-            stop = Decision(
-                Kind.CONSUMEQUEUE,
-                path,
-                Verdict.KEEP,
-                Reason.UNREADABLE,
-                detail=got.problem,
-                **common,
-            )
-            break
-        if got.value < min_offset:  # strict "<" as upstream
+        path = f"{directory}/{name}"
+        got = reader.cq_last_offset(path, trust_cache=trust)
+        value = got.value
+        if value is not None and value < min_offset:  # strict "<" as upstream
             deleted.append(
-                Decision(
-                    Kind.CONSUMEQUEUE,
-                    path,
-                    Verdict.DELETE,
-                    Reason.BELOW_COMMITLOG_MIN_OFFSET,
-                    end_offset=got.value,
-                    **common,
-                )
-            )
-        else:
-            stop = Decision(
-                Kind.CONSUMEQUEUE,
-                path,
-                Verdict.KEEP,
-                Reason.HOLDS_LIVE_OFFSET,
-                end_offset=got.value,
-                **common,
-            )
-            break
-    return QueueDecision(q.topic, q.queue_id, q.directory, q.names, tuple(deleted), stop)
+                Decision(Kind.CONSUMEQUEUE, path, Verdict.DELETE,
+                         Reason.BELOW_COMMITLOG_MIN_OFFSET, got.identity, int(name), value,
+                         topic, queue_id)
+            )  # fmt: skip
+            continue
+        reason = Reason.UNREADABLE if value is None else Reason.HOLDS_LIVE_OFFSET
+        stop = Decision(Kind.CONSUMEQUEUE, path, Verdict.KEEP, reason, got.identity, int(name),
+                        value, topic, queue_id, got.problem)  # fmt: skip
+        break
+    return QueueDecision(topic, queue_id, directory, q.names, tuple(deleted), stop)
 
 
 def plan_index(
@@ -116,11 +100,18 @@ def plan_queues(
     min_offset: int,
     last_min_offset: int,
     reader: BinaryReader,
+    memo: dict[str, tuple[QueueListing, QueueDecision]] | None = None,
 ) -> QueuesPlan:
     """Plan every queue and the index list, or nothing when the minimum has not moved.
 
     ``CleanConsumeQueueService`` only acts when the CommitLog minimum offset grew past the last
     one it acted on; that gate is what keeps an idle round O(1) in the number of queues.
+
+    ``memo`` (kept by the caller between rounds) makes a round in which the minimum moved cheap
+    on a large store: ``plan_queue`` is a pure function of the listing, the minimum and the
+    cached values, so when the lister hands back the same unchanged listing and the earlier
+    decision stopped at a file whose last unit is still at or above the new minimum, the
+    earlier decision is the answer again.
     """
     if min_offset < 0 or min_offset <= last_min_offset:
         return QueuesPlan(
@@ -129,15 +120,35 @@ def plan_queues(
     examined: list[QueueDecision] = []
     queue_count = file_count = 0
     problems: list[str] = []
+    live = Reason.HOLDS_LIVE_OFFSET
+    seen: dict[str, tuple[QueueListing, QueueDecision]] = {}
     for q in queues:
         queue_count += 1
         file_count += len(q.names)
         if len(q.names) < 2:
             continue  # only the newest file: nothing to examine
-        decision = plan_queue(q, min_offset, reader)
+        decision = None
+        if memo is not None:
+            hit = memo.get(q.directory)
+            if hit is not None and hit[0] is q and q.unchanged:
+                stop = hit[1].stop
+                if (
+                    not hit[1].deleted
+                    and stop is not None
+                    and stop.reason is live
+                    and stop.end_offset >= min_offset
+                ):
+                    decision = hit[1]
+        if decision is None:
+            decision = plan_queue(q, min_offset, reader)
+        if memo is not None:
+            seen[q.directory] = (q, decision)
         examined.append(decision)
         if decision.stop is not None and decision.stop.reason is Reason.UNREADABLE:
             problems.append(f"{decision.stop.path}: {decision.stop.detail}")
+    if memo is not None:  # forget queues that are gone
+        memo.clear()
+        memo.update(seen)
     return QueuesPlan(
         min_offset,
         last_min_offset,

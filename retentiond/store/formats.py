@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import functools
 import ipaddress
+import operator
 import struct
 import zlib
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import NamedTuple
 
 # ConsumeQueue unit: commitLogOffset:int64 | msgSize:int32 | tagsCode:int64
@@ -63,6 +64,9 @@ CHECKPOINT = struct.Struct(">qqqqq")
 CHECKPOINT_FILE_SIZE = 4096  # one OS page, mapped as a whole
 
 _INT_MIN, _INT_MAX = -(1 << 31), (1 << 31) - 1
+_HASH_CHUNK = 256
+_POW31 = [pow(31, k, 1 << 32) for k in range(_HASH_CHUNK + 1)]
+_POW31_DESC = _POW31[_HASH_CHUNK - 1 :: -1]  # 31**255 ... 31**0
 
 
 class CqUnit(NamedTuple):
@@ -176,20 +180,25 @@ def decode_index_entry(data: bytes) -> IndexEntry | None:
 
 
 def index_file_size(max_hash_slot_num: int, max_index_num: int) -> int:
-    return INDEX_HEADER_SIZE + max_hash_slot_num * INDEX_SLOT_SIZE + max_index_num * INDEX_ENTRY_SIZE
+    return (
+        INDEX_HEADER_SIZE + max_hash_slot_num * INDEX_SLOT_SIZE + max_index_num * INDEX_ENTRY_SIZE
+    )
 
 
 def java_string_hash(text: str) -> int:
     """``String.hashCode()``: CQ tagsCodes and index buckets are defined by it, not by Python's."""
-    h = 0
     if text.isascii():
-        for ch in text.encode("ascii"):
-            h = (31 * h + ch) & 0xFFFFFFFF
+        units: Sequence[int] = text.encode("ascii")
     else:
         # Java hashes UTF-16 code units, so characters outside the BMP count twice.
-        units = text.encode("utf-16-be", "surrogatepass")
-        for i in range(0, len(units), 2):
-            h = (31 * h + ((units[i] << 8) | units[i + 1])) & 0xFFFFFFFF
+        raw = text.encode("utf-16-be", "surrogatepass")
+        units = struct.unpack(f">{len(raw) // 2}H", raw)
+    # sum(c[j] * 31**(n-1-j)): the same polynomial as Java's loop, evaluated in C.
+    h = 0
+    for start in range(0, len(units), _HASH_CHUNK):
+        chunk = units[start : start + _HASH_CHUNK]
+        h = h * _POW31[len(chunk)] + sum(map(operator.mul, chunk, _POW31_DESC[-len(chunk) :]))
+        h &= 0xFFFFFFFF
     return h - (1 << 32) if h > _INT_MAX else h
 
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import os
 import stat
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from retentiond.store.formats import (
     CQ_UNIT_SIZE,
@@ -22,15 +22,15 @@ from retentiond.store.formats import (
 )
 from retentiond.store.snapshot import FileIdentity
 
-_OPEN_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
+# O_NONBLOCK: a FIFO that slipped in under a store name must not hang the round.
+_OPEN_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0)
 
 
 def identity_of(st: os.stat_result) -> FileIdentity:
     return FileIdentity(st.st_ino, st.st_dev, st.st_size, st.st_mtime_ns)
 
 
-@dataclass(frozen=True, slots=True)
-class ReadResult:
+class ReadResult(NamedTuple):
     """A value read from a file with the identity it had, or why it could not be read."""
 
     value: int | None
@@ -54,36 +54,48 @@ def read_at(path: str, offset: int, length: int) -> tuple[bytes, FileIdentity]:
 
 
 class BinaryReader:
-    """Reads (and caches) the decisive values of full ConsumeQueue and index files."""
+    """Reads (and caches) the decisive values of full ConsumeQueue files.
+
+    The cache is keyed by path and validated by the file's identity, so a known file costs one
+    lstat and an unknown one open + fstat + pread + close, never both.
+    """
 
     def __init__(self, cq_file_size: int, *, cache_limit: int = 2_000_000) -> None:
         self.cq_file_size = cq_file_size
-        self._cq_cache: dict[tuple[int, int, int, int], int] = {}
+        self._cq_cache: dict[str, tuple[FileIdentity, int]] = {}
         self._cache_limit = cache_limit
         self.reads = 0  # for tests and benchmarks: how many files were actually opened
 
-    def cq_last_offset(self, path: str) -> ReadResult:
-        """CommitLog offset of the last unit of a full, non-last ConsumeQueue file."""
-        try:
-            st = os.lstat(path)
-        except OSError as exc:
-            return ReadResult(None, None, f"stat failed: {exc.strerror}")
-        if not stat.S_ISREG(st.st_mode):
-            return ReadResult(None, None, "not a regular file")
-        ident = identity_of(st)
-        if st.st_size != self.cq_file_size:
-            return ReadResult(None, ident, f"size {st.st_size} != {self.cq_file_size}")
-        key = (ident.ino, ident.dev, ident.size, ident.mtime_ns)
-        cached = self._cq_cache.get(key)
+    def cq_last_offset(self, path: str, *, trust_cache: bool = False) -> ReadResult:
+        """CommitLog offset of the last unit of a full, non-last ConsumeQueue file.
+
+        ``trust_cache``: the caller knows the directory is unchanged since the value was
+        cached, so the lstat is skipped. Safe because a full ConsumeQueue file is never
+        rewritten in place in normal operation, and because the executor re-checks the
+        identity and re-reads the value of every file just before deleting it.
+        """
+        cached = self._cq_cache.get(path)
+        if cached is not None and trust_cache:
+            return ReadResult(cached[1], cached[0])
         if cached is not None:
-            return ReadResult(cached, ident)
+            try:
+                st = os.lstat(path)
+            except OSError as exc:
+                del self._cq_cache[path]
+                return ReadResult(None, None, f"stat failed: {exc.strerror}")
+            ident = identity_of(st)
+            if ident == cached[0] and stat.S_ISREG(st.st_mode):
+                return ReadResult(cached[1], ident)
+            del self._cq_cache[path]
         try:
             self.reads += 1
             data, ident = read_at(path, self.cq_file_size - CQ_UNIT_SIZE, CQ_UNIT_SIZE)
         except (OSError, ValueError) as exc:
             return ReadResult(None, None, f"read failed: {exc}")
+        if ident.size != self.cq_file_size:
+            return ReadResult(None, ident, f"size {ident.size} != {self.cq_file_size}")
         unit = decode_cq_unit(data)
-        if unit is None or ident.size != self.cq_file_size:
+        if unit is None:
             return ReadResult(None, ident, "short read")
         if not any(data):
             # A never-written unit in a full file: we cannot tell what it covers.
@@ -92,11 +104,8 @@ class BinaryReader:
             return ReadResult(None, ident, f"negative offset {unit.commitlog_offset}")
         if len(self._cq_cache) >= self._cache_limit:
             self._cq_cache.clear()
-        self._cq_cache[(ident.ino, ident.dev, ident.size, ident.mtime_ns)] = unit.commitlog_offset
+        self._cq_cache[path] = (ident, unit.commitlog_offset)
         return ReadResult(unit.commitlog_offset, ident)
-
-    def forget(self, ident: FileIdentity) -> None:
-        self._cq_cache.pop((ident.ino, ident.dev, ident.size, ident.mtime_ns), None)
 
 
 def read_index_header(path: str) -> tuple[IndexHeader | None, FileIdentity | None, str | None]:

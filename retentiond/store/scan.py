@@ -115,47 +115,142 @@ def _scan_index(index_dir: str, foreign: list[ForeignEntry]) -> tuple[IndexFile,
     return tuple(files)
 
 
-def iter_queues(consumequeue_dir: str, foreign: list[ForeignEntry]) -> Iterator[QueueListing]:
-    """Every ``topic/queueId`` directory with its file names; names only, nothing stat-ed."""
-    try:
-        topics = list(os.scandir(consumequeue_dir))
-    except (FileNotFoundError, NotADirectoryError):
-        return
-    for topic in topics:
-        if topic.is_symlink() or not topic.is_dir(follow_symlinks=False):
-            why = ForeignWhy.SYMLINK if topic.is_symlink() else ForeignWhy.NAME
-            foreign.append(ForeignEntry(topic.path, why))
-            continue
+_MAX_OFFSET_NAME = "09223372036854775807"  # Long.MAX_VALUE, 20 digits
+_RACY_NS = 1_000_000_000  # a directory changed this close to its listing is listed again
+
+
+def _is_offset_name(name: str) -> bool:
+    """Fast path of names.parse_offset_name for the hot loop (fixed width: compare strings)."""
+    return len(name) == 20 and name.isascii() and name.isdigit() and name <= _MAX_OFFSET_NAME
+
+
+def _list_dir(path: str, foreign: list[ForeignEntry]) -> tuple[list[str], list[ForeignEntry]]:
+    """Regular files with offset names in a queue directory, and everything else as foreign."""
+    names: list[str] = []
+    strangers: list[ForeignEntry] = []
+    with os.scandir(path) as entries:
+        for entry in entries:
+            name = entry.name
+            if entry.is_file(follow_symlinks=False) and _is_offset_name(name):
+                names.append(name)
+            else:
+                strangers.append(ForeignEntry(entry.path, _classify(entry) or ForeignWhy.NAME))
+    names.sort()  # fixed-width decimal: lexicographic order is offset order
+    foreign.extend(strangers)
+    return names, strangers
+
+
+class QueueLister:
+    """Lists ``consumequeue/<topic>/<queueId>/`` and remembers directory listings.
+
+    A directory whose mtime and inode are unchanged since a listing taken more than a second
+    after its last change still holds the same names (creating, removing or renaming an entry
+    updates the directory's mtime), so a later round costs one stat per directory instead of
+    a full listing, and hands back the very same QueueListing object (``unchanged=True``),
+    which lets the planner reuse its earlier decision. Any doubt (a racy timestamp, an error)
+    means listing again. Stale names can only ever make a round keep more: every deletion is
+    re-checked on the file itself.
+    """
+
+    def __init__(self) -> None:
+        # path -> (mtime_ns, ino, what the listing produced, foreign entries found)
+        self._parents: dict[str, tuple[int, int, tuple[tuple[str, str, int | None], ...],
+                                       tuple[ForeignEntry, ...]]] = {}  # fmt: skip
+        self._queues: dict[str, tuple[int, int, QueueListing | None, tuple[ForeignEntry, ...]]]
+        self._queues = {}
+        self.listed = 0  # directories actually read in the last walk (benchmarks, tests)
+
+    @staticmethod
+    def _stat(path: str) -> os.stat_result | None:
         try:
-            queues = list(os.scandir(topic.path))
+            return os.stat(path, follow_symlinks=False)
         except OSError:
-            continue
-        for queue in queues:
-            queue_id = parse_queue_id(queue.name)
-            if queue.is_symlink() or not queue.is_dir(follow_symlinks=False) or queue_id is None:
-                why = ForeignWhy.SYMLINK if queue.is_symlink() else ForeignWhy.NAME
-                foreign.append(ForeignEntry(queue.path, why))
-                continue
-            names = []
-            try:
-                entries = os.scandir(queue.path)
-            except OSError:
-                continue
-            with entries:
+            return None
+
+    def _children(self, path: str, foreign: list[ForeignEntry]):
+        """Subdirectories as (name, path, queue id or None); the rest is foreign."""
+        st = self._stat(path)
+        if st is None:
+            self._parents.pop(path, None)
+            return ()
+        cached = self._parents.get(path)
+        if cached is not None and cached[0] == st.st_mtime_ns and cached[1] == st.st_ino:
+            foreign.extend(cached[3])
+            return cached[2]
+        listed_at = time.time_ns()
+        self.listed += 1
+        children: list[tuple[str, str, int | None]] = []
+        strangers: list[ForeignEntry] = []
+        try:
+            with os.scandir(path) as entries:
                 for entry in entries:
-                    why = _classify(entry)
-                    if why is None and parse_offset_name(entry.name) is None:
-                        why = ForeignWhy.NAME
-                    if why is not None:
-                        foreign.append(ForeignEntry(entry.path, why))
+                    if entry.is_dir(follow_symlinks=False):
+                        name = entry.name
+                        children.append((name, f"{path}/{name}", parse_queue_id(name)))
                     else:
-                        names.append(entry.name)
-            if names:
-                names.sort()  # fixed-width decimal: lexicographic order is offset order
-                yield QueueListing(topic.name, queue_id, queue.path, tuple(names))
+                        why = _classify(entry) or ForeignWhy.NAME
+                        strangers.append(ForeignEntry(entry.path, why))
+        except OSError:
+            self._parents.pop(path, None)
+            return ()
+        foreign.extend(strangers)
+        result = tuple(children)
+        if st.st_mtime_ns < listed_at - _RACY_NS:
+            self._parents[path] = (st.st_mtime_ns, st.st_ino, result, tuple(strangers))
+        else:
+            self._parents.pop(path, None)
+        return result
+
+    def _queue(
+        self, path: str, topic: str, queue_id: int, foreign: list[ForeignEntry]
+    ) -> QueueListing | None:
+        st = self._stat(path)
+        if st is None:
+            self._queues.pop(path, None)
+            return None
+        cached = self._queues.get(path)
+        if cached is not None and cached[0] == st.st_mtime_ns and cached[1] == st.st_ino:
+            if cached[3]:
+                foreign.extend(cached[3])
+            return cached[2]
+        listed_at = time.time_ns()
+        self.listed += 1
+        try:
+            names, strangers = _list_dir(path, foreign)
+        except OSError:
+            self._queues.pop(path, None)
+            return None
+        listing = QueueListing(topic, queue_id, path, tuple(names)) if names else None
+        if st.st_mtime_ns < listed_at - _RACY_NS:
+            again = listing._replace(unchanged=True) if listing is not None else None
+            self._queues[path] = (st.st_mtime_ns, st.st_ino, again, tuple(strangers))
+        else:
+            self._queues.pop(path, None)
+        return listing
+
+    def iter_queues(
+        self, consumequeue_dir: str, foreign: list[ForeignEntry]
+    ) -> Iterator[QueueListing]:
+        """Every ``topic/queueId`` directory with its file names; files are not stat-ed."""
+        self.listed = 0
+        for topic, topic_path, _ in self._children(consumequeue_dir, foreign):
+            for _, queue_path, queue_id in self._children(topic_path, foreign):
+                if queue_id is None:
+                    foreign.append(ForeignEntry(queue_path, ForeignWhy.NAME))
+                    continue
+                listing = self._queue(queue_path, topic, queue_id, foreign)
+                if listing is not None:
+                    yield listing
 
 
-def scan(settings: Settings, *, now_ms: int | None = None) -> Snapshot:
+def iter_queues(consumequeue_dir: str, foreign: list[ForeignEntry]) -> Iterator[QueueListing]:
+    """A one-off listing (no cache carried between calls)."""
+    return QueueLister().iter_queues(consumequeue_dir, foreign)
+
+
+def scan(
+    settings: Settings, *, now_ms: int | None = None, lister: QueueLister | None = None
+) -> Snapshot:
     foreign: list[ForeignEntry] = []
     errors: list[StoreError] = []
     root = str(settings.store_path_root_dir)
@@ -175,6 +270,6 @@ def scan(settings: Settings, *, now_ms: int | None = None) -> Snapshot:
         foreign=tuple(foreign),
         errors=tuple(errors),
         taken_at_ms=now_ms if now_ms is not None else time.time_ns() // 1_000_000,
-        list_queues=lambda: iter_queues(cq_dir, queue_foreign),
+        list_queues=lambda: (lister or QueueLister()).iter_queues(cq_dir, queue_foreign),
         queue_foreign=queue_foreign,
     )

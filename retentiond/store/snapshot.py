@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from enum import StrEnum
+from typing import NamedTuple
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,14 +47,16 @@ class IndexFile:
     identity: FileIdentity
 
 
-@dataclass(frozen=True, slots=True)
-class QueueListing:
+class QueueListing(NamedTuple):
     """One ConsumeQueue directory: its file names in offset order, nothing stat-ed yet."""
 
     topic: str
     queue_id: int
     directory: str
     names: tuple[str, ...]
+    # The directory is unchanged since an earlier listing: no file in it was created, removed
+    # or renamed, so values cached for its full files still describe them.
+    unchanged: bool = False
 
 
 class ForeignWhy(StrEnum):

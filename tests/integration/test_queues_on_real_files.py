@@ -118,3 +118,68 @@ def _index(store):
     from retentiond.store.scan import _scan_index
 
     return _scan_index(str(store.root / "index"), [])
+
+
+def _age_dirs(root, seconds=3600):
+    """Directory mtimes in the past: listings of them are not 'racy' and may be cached."""
+    old = os.stat(root).st_mtime - seconds
+    for dirpath, _, _ in os.walk(root):
+        os.utime(dirpath, (old, old))
+
+
+def test_unchanged_directories_are_not_listed_again_and_changes_are_seen(tmp_path):
+    from retentiond.store.scan import QueueLister
+
+    store = generate_store(tmp_path / "s", MANY_QUEUES)
+    cq = str(store.root / "consumequeue")
+    _age_dirs(cq)
+    lister = QueueLister()
+    first = list(lister.iter_queues(cq, []))
+    assert lister.listed == 1 + 2 + 6  # consumequeue/, 2 topics, 6 queues
+    second = list(lister.iter_queues(cq, []))
+    assert lister.listed == 0 and all(q.unchanged for q in second)
+    assert [q.names for q in second] == [q.names for q in first]
+    # a new file changes its directory's mtime: that queue (only) is listed again
+    target = second[0]
+    new_name = f"{int(target.names[-1]) + MANY_QUEUES.cq_file_size:020d}"
+    (store.root / "consumequeue" / target.topic / str(target.queue_id) / new_name).write_bytes(b"")
+    third = {q.directory: q for q in lister.iter_queues(cq, [])}
+    assert lister.listed == 1
+    assert third[target.directory].names[-1] == new_name
+    assert not third[target.directory].unchanged
+
+
+def test_memoised_decisions_are_reused_only_while_still_right(tmp_path):
+    from retentiond.store.scan import QueueLister
+
+    store = generate_store(tmp_path / "s", MANY_QUEUES)
+    cq = str(store.root / "consumequeue")
+    _age_dirs(cq)
+    lister, reader, memo = QueueLister(), BinaryReader(MANY_QUEUES.cq_file_size), {}
+
+    def run(min_offset):
+        return plan_queues(lister.iter_queues(cq, []), (), "/none", min_offset=min_offset,
+                           last_min_offset=0, reader=reader, memo=memo)  # fmt: skip
+
+    lowest = min(files[0].last_commitlog_offset for files in store.queues.values())
+    run(1)  # first listing
+    a = run(2)  # listings now cached (unchanged)
+    b = run(3)  # same listings, minimum still below every stop: the same decisions
+    assert all(x is y for x, y in zip(a.queues, b.queues, strict=True))
+    c = run(lowest + 1)  # now at least one queue's first file is wholly below
+    assert sum(q.delete_count for q in c.queues) >= 1
+    fresh = plan_queues(
+        iter_queues(cq, []),
+        (),
+        "/none",
+        min_offset=lowest + 1,
+        last_min_offset=0,
+        reader=BinaryReader(MANY_QUEUES.cq_file_size),
+    )
+    assert [q.delete_count for q in c.queues] == [q.delete_count for q in fresh.queues]
+
+
+MANY_QUEUES = StoreSpec(
+    commitlog_file_size=64 * 1024, cq_file_size=60, max_hash_slot_num=16, max_index_num=64,
+    messages=120, message_size=200, topics=2, queues_per_topic=3, oldest_age_hours=0,
+)  # fmt: skip

@@ -1,0 +1,156 @@
+"""The daemon's status document rendered for people: `retentiond status` and systemd STATUS=.
+
+Works on the JSON document (not on live objects) so the client renders exactly what
+`status --json` would print, and a test can feed it a hand-written document.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from retentiond.report import human_age, human_bytes
+
+
+def _ago(now_ms: int, then_ms: object) -> str:
+    if not isinstance(then_ms, int):
+        return "never"
+    return f"{human_age(now_ms - then_ms)} ago"
+
+
+def _in(now_ms: int, then_ms: object) -> str:
+    if not isinstance(then_ms, int):
+        return "not scheduled"
+    return "now" if then_ms <= now_ms else f"in {human_age(then_ms - now_ms)}"
+
+
+def _ratio(value: object) -> str:
+    return f"{value:.2f}" if isinstance(value, int | float) else "n/a"
+
+
+def deleted_text(counts: dict[str, Any] | None) -> str:
+    """``commitlog 3 (192.0 KiB), consumequeue 0, index 1 (5.4 KiB)`` from round counts."""
+    parts = []
+    for kind, c in (counts or {}).items():
+        files = c.get("files", 0)
+        parts.append(f"{kind} {files}" + (f" ({human_bytes(c.get('bytes'))})" if files else ""))
+    return ", ".join(parts) or "nothing"
+
+
+def _deleted(last: dict[str, Any] | None) -> str:
+    return deleted_text(last.get("deleted")) if last else "nothing yet"
+
+
+def _files_deleted(last: dict[str, Any] | None) -> tuple[int, int]:
+    counts = (last or {}).get("deleted") or {}
+    return (
+        sum(c.get("files", 0) for c in counts.values()),
+        sum(c.get("bytes", 0) for c in counts.values()),
+    )
+
+
+def summary_line(doc: dict[str, Any]) -> str:
+    """One line for systemd's STATUS= (shown by `systemctl status`)."""
+    rounds = doc["rounds"]
+    last = rounds.get("last")
+    files, size = _files_deleted(last)
+    pending = doc.get("pending_expired")
+    disk = doc.get("disk") or {}
+    parts = [f"{rounds['count']} rounds"]
+    if last:
+        parts.append(f"last deleted {files} files ({human_bytes(size)})")
+    parts.append(f"{'?' if pending is None else pending} expired pending")
+    parts.append(f"disk {_ratio(disk.get('commitlog_ratio'))} {disk.get('state') or 'unknown'}")
+    if doc.get("manual_rounds_left"):
+        parts.append(f"manual rounds left {doc['manual_rounds_left']}")
+    if rounds.get("last_error"):
+        parts.append(f"error: {rounds['last_error']}")
+    return "; ".join(parts)
+
+
+def _trigger_line(doc: dict[str, Any]) -> str:
+    t = doc.get("triggers") or {}
+    if not t:
+        return "not evaluated yet"
+    hour = t.get("hour")
+    when = f'deleteWhen "{doc.get("delete_when")}" ({doc.get("timezone")} zone, hour {hour})'
+    parts = [
+        f"{when}: {'delete hour' if t.get('time_up') else 'not the delete hour'}",
+        f"disk over max: {'yes' if t.get('usage_exceeds') else 'no'}",
+        f"manual: {'yes' if t.get('manual') else 'no'}",
+    ]
+    if t.get("clean_at_once"):
+        parts.append("CLEANING FORCIBLY (unexpired files too)")
+    if t.get("error"):
+        parts.append(f"ERROR: {t['error']}")
+    return "; ".join(parts)
+
+
+def render(doc: dict[str, Any]) -> str:
+    now = int(doc["now_ms"])
+    cfg = doc["config"]
+    rounds = doc["rounds"]
+    missed = rounds["missed"]
+    disk = doc.get("disk") or {}
+    reloads = cfg["reloads"]
+    state = "ready" if doc.get("ready") else "NOT READY (the store has not been read yet)"
+    if doc.get("dry_run"):
+        state += ", DRY RUN (nothing is deleted)"
+    lines = [
+        f"retentiond for {doc['broker']} (cluster {doc['cluster']}), pid {doc['pid']}, "
+        f"up {human_age(now - int(doc['started_ms']))}, {state}",
+        f"config    {cfg['path']}",
+        f"          version {cfg['version']}, hash {cfg['hash']}; reloads: "
+        f"{reloads['applied']} applied, {reloads['unchanged']} unchanged, "
+        f"{reloads['refused']} refused",
+    ]
+    last_reload = cfg.get("last_reload")
+    if last_reload:
+        lines.append(
+            f"          last reload {_ago(now, last_reload['time_ms'])} "
+            f"({last_reload['trigger']}): {last_reload['outcome']}"
+        )
+        for item in [*last_reload.get("changes", []), *last_reload.get("problems", [])]:
+            lines.append(f"            {item}")
+    if doc.get("settings_pending"):
+        lines.append("          new settings take effect at the next round")
+    lines.append(f"store     {doc['store']}")
+    last = rounds.get("last")
+    running = rounds.get("running_since_ms")
+    lines += [
+        f"rounds    {rounds['count']} done ({rounds['failed']} failed), every "
+        f"{rounds['interval_ms'] / 1000:g}s; last {_ago(now, (last or {}).get('time_ms'))}"
+        + (f", took {last['duration_ms'] / 1000:.2f}s" if last else "")
+        + (f"; running for {human_age(now - running)}" if running else "")
+        + f"; next {_in(now, rounds.get('next_ms'))}",
+        f"          last deleted: {_deleted(last)}"
+        + (f"; {last['failures']} not deleted" if last and last.get("failures") else ""),
+        f"          missed runs: {missed['total']} (coalesced {missed['coalesced']}, skipped "
+        f"while a round ran {missed['overlap']}, misfired {missed['misfire']})",
+    ]
+    if rounds.get("last_error"):
+        lines.append(f"          ERROR: {rounds['last_error']}")
+    manual = doc.get("manual_rounds_left", 0)
+    lines += [
+        f"triggers  {_trigger_line(doc)}",
+        f"manual    {f'{manual} manual rounds left' if manual else 'none requested'}"
+        + (" (starts with the next round)" if doc.get("manual_requested") else ""),
+        f"disk      commitlog {_ratio(disk.get('commitlog_ratio'))}, consumequeue "
+        f"{_ratio(disk.get('consumequeue_ratio'))}: {disk.get('state') or 'unknown'} "
+        f"(max {_ratio(disk.get('max_used_ratio'))}, clean forcibly "
+        f"{_ratio(disk.get('clean_forcibly_ratio'))}, warning "
+        f"{_ratio(disk.get('warning_level_ratio'))})",
+    ]
+    pending = doc.get("pending_expired")
+    lines.append(
+        "pending   "
+        + ("unknown" if pending is None else f"{pending} expired CommitLog files not deleted yet")
+    )
+    hung = doc.get("hung_files") or []
+    if not hung:
+        lines.append("hung      none")
+    for i, h in enumerate(hung):
+        lines.append(
+            f"{'hung' if i == 0 else '':<10}{h['file']} (failing for "
+            f"{human_age(now - h['first_attempt_ms'])}: {h.get('error')})"
+        )
+    return "\n".join(lines)

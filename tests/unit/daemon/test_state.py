@@ -1,0 +1,105 @@
+"""The daemon's own bookkeeping: missed runs, files that would not go, status text."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+import pytest
+
+from retentiond.config import load_settings
+from retentiond.daemon.service import Daemon
+from retentiond.daemon.state import DaemonState
+from retentiond.daemon.statustext import render, summary_line
+from retentiond.execute import Outcome
+from retentiond.policy.plan import Decision
+from retentiond.reasons import Kind, Reason, Verdict
+from retentiond.settings import Settings
+from retentiond.storegen import PRESETS, generate_store, write_config
+
+
+@pytest.fixture
+def settings(tmp_path: Path) -> Settings:
+    spec = PRESETS["upstream-test"]
+    store = generate_store(tmp_path / "store", spec)
+    config = write_config(
+        store.root,
+        spec,
+        tmp_path / "broker.yaml",
+        cleanResourceInterval=1000,
+        retentiond={"controlSocket": str(tmp_path / "c.sock")},
+    )
+    return load_settings(config)
+
+
+def test_coalesced_runs_are_counted_from_the_gaps(settings: Settings) -> None:
+    state = DaemonState(Path("x.yaml"), settings)
+    for t in (100.0, 101.0, 104.0, 105.0):  # 102 and 103 were folded into 104
+        state.run_scheduled(t)
+    state.run_skipped(106.0, overlap=True)
+    missed = state.snapshot()["rounds"]["missed"]  # type: ignore[index]
+    assert missed == {"total": 3, "coalesced": 2, "overlap": 1, "misfire": 0}
+
+
+def test_a_new_interval_restarts_the_gap_count(settings: Settings) -> None:
+    state = DaemonState(Path("x.yaml"), settings)
+    state.run_scheduled(100.0)
+    state.rescheduled(5000)
+    state.run_scheduled(200.0)
+    state.run_scheduled(205.0)
+    assert state.missed_coalesced == 0
+
+
+def _outcome(path: Path, deleted: bool, cause: str | None) -> Outcome:
+    decision = Decision(Kind.COMMITLOG, str(path), Verdict.DELETE, Reason.EXPIRED)
+    return Outcome(decision, deleted, None if deleted else "unlink: EBUSY", cause)
+
+
+def test_hung_files_keep_their_first_attempt_until_they_go(
+    settings: Settings, tmp_path: Path
+) -> None:
+    state = DaemonState(Path("x.yaml"), settings)
+    victim = tmp_path / "00000000000000000000"
+    victim.write_bytes(b"x")
+    state.record_outcome(_outcome(victim, False, "unlink_failed"))
+    first = state.hung[str(victim)].first_attempt_ms
+    state.record_outcome(_outcome(victim, False, "unlink_failed"))
+    assert state.hung[str(victim)].first_attempt_ms == first
+    assert list(state.prune_hung()) == [str(victim)]
+    victim.unlink()
+    assert state.prune_hung() == {}
+    state.record_outcome(_outcome(victim, False, "unlink_failed"))
+    state.record_outcome(_outcome(victim, True, None))
+    assert state.hung == {}
+
+
+def test_redelete_gate_is_strictly_greater_than_the_interval(settings: Settings) -> None:
+    state = DaemonState(Path("x.yaml"), settings)
+    assert state.redelete_due(1_000_000, 120_000)  # lastRedeleteTimestamp starts at 0
+    assert not state.redelete_due(1_120_000, 120_000)
+    assert state.redelete_due(1_120_001, 120_000)
+
+
+def test_status_of_a_daemon_that_has_not_started(settings: Settings) -> None:
+    daemon = Daemon(Path("/etc/retentiond/broker-a.yaml"), settings, journal=None)
+    doc = daemon.status()
+    assert doc["ready"] is False
+    assert doc["manual_rounds_left"] == 0
+    text = render(doc)
+    assert "NOT READY" in text
+    assert "rounds    0 done" in text
+    assert "next not scheduled" in text
+    assert summary_line(doc).startswith("0 rounds")
+
+
+def test_a_new_clean_resource_interval_reschedules_the_round(settings: Settings) -> None:
+    daemon = Daemon(Path("/etc/retentiond/broker-a.yaml"), settings, journal=None)
+    daemon._start_scheduler()
+    try:
+        faster = dataclasses.replace(settings, clean_resource_interval_ms=250)
+        daemon._apply(faster, settings)
+        job = daemon.scheduler.get_job("round")
+        assert job.trigger.interval.total_seconds() == 0.25
+        assert daemon.status()["rounds"]["interval_ms"] == 250
+    finally:
+        daemon.scheduler.shutdown(wait=False)
