@@ -192,3 +192,39 @@ def test_pacing_sleeps_exactly_where_upstream_does(tmp_path, interval):
         assert result.slept_s == 0
     else:
         assert result.slept_s >= 0.9
+
+
+def test_mapped_file_queue_delete_expired_file_by_time(tmp_path):
+    """MappedFileQueueTest.testDeleteExpiredFileByTime on real files: 50 files, 0-4 and 21-49
+    expired, 5-20 fresh; one pass with a batch of 50 deletes only 0-4 (never in the middle)."""
+    from retentiond.storegen import StoreSpec
+
+    spec = StoreSpec(
+        commitlog_file_size=1024, message_size=504, messages=100, topics=1, queues_per_topic=1,
+        cq_file_size=140, max_hash_slot_num=16, max_index_num=8, oldest_age_hours=0,
+        preallocate=False,
+    )  # fmt: skip
+    store = generate_store(tmp_path / "store", spec)
+    files = store.data_files
+    assert len(files) == 50
+    old_ns = (time.time_ns() // 1_000_000 - 200_000) * 1_000_000
+    for f in [*files[:5], *files[21:]]:
+        os.utime(f.path, ns=(old_ns, old_ns))
+    # Upstream reserves 100 s; fileReservedTime counts whole hours, so reserve 0 h and give
+    # the "fresh" files an mtime in the future: expired and fresh files sit where they do
+    # upstream.
+    future_ns = (time.time_ns() // 1_000_000 + 3_600_000) * 1_000_000
+    for f in files[5:21]:
+        os.utime(f.path, ns=(future_ns, future_ns))
+    config = write_config(
+        store.root, spec, tmp_path / "broker.yaml", fileReservedTime=0, deleteFileBatchMax=50,
+        deleteWhen=this_hour(), deleteCommitLogFilesInterval=0,
+        deleteConsumeQueueFilesInterval=0,
+        retentiond={"timezone": "UTC", "journal": {"dir": str(tmp_path / "journal")}},
+    )  # fmt: skip
+    doc = once(config)
+    assert sum(1 for f in doc["commitlog"]["files"] if f["verdict"] == "delete") == 5
+    assert len(os.listdir(store.commitlog_dirs[0])) == 45
+    kept = {f["path"]: f["reason"] for f in doc["commitlog"]["files"]}
+    assert kept[str(files[5].path)] == "not_expired"
+    assert {kept[str(f.path)] for f in files[21:49]} == {"after_first_kept"}
