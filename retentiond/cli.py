@@ -131,7 +131,7 @@ def cmd_gen_store(args: argparse.Namespace) -> int:
     from retentiond.storegen import PRESETS, generate_store, write_config
 
     spec = PRESETS[args.preset]
-    overrides = {k: v for k, v in (("sparse", args.sparse or None),) if v is not None}
+    overrides: dict[str, object] = {"sparse": True} if args.sparse else {}
     if args.messages is not None:
         overrides["messages"] = args.messages
     if args.file_size is not None:
@@ -141,7 +141,7 @@ def cmd_gen_store(args: argparse.Namespace) -> int:
     spec = dataclasses.replace(spec, **overrides)
     root = Path(args.dir).absolute()
     store = generate_store(root, spec)
-    print(f"generated store at {root}: {store.summary() if hasattr(store, 'summary') else ''}")
+    print(f"generated store at {root}: {store.summary()}")
     if args.config_out:
         path = write_config(root, spec, Path(args.config_out).absolute())
         print(f"wrote config {path}")
