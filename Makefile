@@ -5,14 +5,14 @@ VENV := .venv
 BIN := $(VENV)/bin
 DEMO := demo
 
-.PHONY: venv test lint run demo-store bench clean
+.PHONY: venv test lint run demo-store bench bench-spark clean
 
 venv: $(VENV)/.installed
 
-$(VENV)/.installed: pyproject.toml
+$(VENV)/.installed: pyproject.toml Makefile
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
-	$(BIN)/pip install -q -e '.[test]'
+	$(BIN)/pip install -q -e '.[test,spark]'  # spark: the fleet analysis job and its tests (need Java)
 	touch $@
 
 lint: venv
@@ -29,10 +29,14 @@ demo-store: venv
 
 run: demo-store
 	@echo "In another terminal: $(BIN)/retentiond status --config $(DEMO)/broker.yaml"
+	@echo "Prometheus metrics:  curl -s http://127.0.0.1:9465/metrics | grep ^retentiond_"
 	$(BIN)/retentiond --log-format console run --config $(DEMO)/broker.yaml
 
 bench: venv
 	$(BIN)/python bench/bench_round.py
+
+bench-spark: venv
+	$(BIN)/python bench/bench_spark.py
 
 clean:
 	rm -rf $(VENV) $(DEMO) .pytest_cache .ruff_cache .hypothesis

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 from pathlib import Path
 
@@ -40,14 +39,13 @@ def _load(path: str):
 
 
 def journal_dir(settings) -> Path:
-    from retentiond.journal import DEFAULT_JOURNAL_DIR
+    """The configured journal directory, else a default off the store's filesystem
+    (``$STATE_DIRECTORY/journal`` or /var/lib/retentiond/journal first; see journal_place)."""
+    from retentiond.journal_place import default_journal_dir
 
     if settings.daemon.journal_dir is not None:
         return Path(settings.daemon.journal_dir)
-    state = os.environ.get("STATE_DIRECTORY")  # set by systemd's StateDirectory=
-    if state:
-        return Path(state.split(":")[0]) / "journal"
-    return DEFAULT_JOURNAL_DIR
+    return default_journal_dir(settings)
 
 
 def open_journal(settings):
@@ -58,7 +56,12 @@ def open_journal(settings):
     )
     directory = journal_dir(settings)
     try:
-        return Journal(directory, origin)
+        return Journal(
+            directory,
+            origin,
+            max_segment_bytes=settings.daemon.journal_max_segment_bytes,
+            max_segment_age_ms=settings.daemon.journal_max_segment_age_ms,
+        )
     except OSError as exc:
         print(f"error: journal directory {directory}: {exc}; nothing was deleted", file=sys.stderr)
         raise SystemExit(EXIT_JOURNAL) from None
@@ -191,6 +194,11 @@ def build_parser() -> argparse.ArgumentParser:
     from retentiond.daemon import commands as daemon_commands  # run, trigger-delete, status
 
     daemon_commands.register(sub)
+    from retentiond import ship
+    from retentiond.analytics import cli as analytics_cli  # imports no pyspark until it runs
+
+    ship.register(sub)
+    analytics_cli.register(sub)
     return parser
 
 

@@ -27,6 +27,7 @@ from yaml.nodes import MappingNode, Node, ScalarNode
 
 from retentiond import config_schema as schema
 from retentiond.config_schema import BY_KEY, KEYS, ConfigKey, Format, Invalid
+from retentiond.observe import metrics_config
 from retentiond.settings import (
     INDEX_ENTRY_SIZE,
     INDEX_HEADER_SIZE,
@@ -188,6 +189,10 @@ def _read_yaml(data: bytes, file: str) -> tuple[dict[str, _Entry], list[ConfigPr
         prefixes[id(daemon_node)] = "retentiond."
     if journal_node is not None:
         prefixes[id(journal_node)] = "retentiond.journal."
+    for namespace in _NAMESPACES - {"retentiond", "retentiond.journal"}:
+        node = _child(daemon_node, namespace.removeprefix("retentiond."))
+        if node is not None:
+            prefixes[id(node)] = namespace + "."
     for dup in loader.duplicates:
         prefix = prefixes.get(id(dup.mapping), "")
         problems.append(
@@ -231,6 +236,13 @@ def _raw_scalar(node: Node | None, value: object) -> object:
     return value
 
 
+# Nested mappings in broker.yaml: every dotted prefix of a key ("retentiond", "retentiond.journal",
+# "retentiond.metrics", ...), so a new group of keys needs no change here.
+_NAMESPACES = frozenset(
+    key.rsplit(".", n)[0] for key in BY_KEY for n in range(1, key.count(".") + 1)
+)
+
+
 def _flatten_yaml(
     document: dict[object, object], file: str, problems: list[ConfigProblem]
 ) -> Iterator[tuple[str, object]]:
@@ -246,11 +258,11 @@ def _flatten_yaml(
             dotted = f"{prefix}{key}"
             if "." in key:
                 message = _unknown_key_message(dotted, Format.YAML)
-                if dotted in BY_KEY or dotted in ("retentiond.journal",):
+                if dotted in BY_KEY or dotted in _NAMESPACES:
                     message = "in broker.yaml the retentiond keys are nested mappings, not dotted"
                 problems.append(ConfigProblem(file, dotted, value, message))
                 continue
-            if dotted in ("retentiond", "retentiond.journal"):
+            if dotted in _NAMESPACES:
                 if value is None:
                     continue
                 if not isinstance(value, dict):
@@ -465,6 +477,7 @@ def _cross_checks(values: Mapping[str, object]) -> list[tuple[str, object, str]]
                     f"Java int, so it must be at most {schema.INT32_MAX}",
                 )
             )
+    found += metrics_config.cross_checks(values)
     root, commitlog = values.get("storePathRootDir"), values.get("storePathCommitLog")
     if isinstance(root, Path) and isinstance(commitlog, tuple):
         special = {

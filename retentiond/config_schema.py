@@ -65,6 +65,8 @@ class Kind(StrEnum):
     PATHS = "path list"
     HOURS = "hour list"
     ZONE = "IANA time zone"
+    LISTEN = "host:port"
+    FILE = "file path"
 
 
 class Format(StrEnum):
@@ -193,6 +195,8 @@ class ConfigKey:
             Kind.PATHS: "absolute paths joined by `,`",
             Kind.HOURS: "hours `0`–`23` joined by `;`, no spaces",
             Kind.ZONE: "a zoneinfo key, e.g. `Asia/Shanghai`",
+            Kind.LISTEN: "`host:port` or `[ipv6]:port`; port 0 picks a free one",
+            Kind.FILE: "absolute path of a readable file",
         }[self.kind]
 
 
@@ -453,6 +457,27 @@ def is_zone_name(name: str) -> bool:
     return True
 
 
+def _coerce_listen(spec: ConfigKey, raw: object, fmt: Format) -> str:
+    from retentiond.observe.metrics_config import parse_listen
+
+    text = _string(spec, raw, fmt)
+    try:
+        parse_listen(text)
+    except ValueError as exc:
+        raise Invalid(str(exc)) from None
+    return text
+
+
+def _coerce_file(spec: ConfigKey, raw: object, fmt: Format) -> Path | None:
+    """A path that must name a readable regular file now (a certificate, a password file)."""
+    from retentiond.observe.metrics_config import file_problem
+
+    path = _coerce_path(spec, raw, fmt)
+    if path is not None and (problem := file_problem(path)) is not None:
+        raise Invalid(problem)
+    return path
+
+
 _COERCERS: dict[Kind, Callable[[ConfigKey, object, Format], object]] = {
     Kind.INT: _coerce_int,
     Kind.PERCENT: _coerce_int,
@@ -463,6 +488,8 @@ _COERCERS: dict[Kind, Callable[[ConfigKey, object, Format], object]] = {
     Kind.PATHS: _coerce_paths,
     Kind.HOURS: _coerce_hours,
     Kind.ZONE: _coerce_zone,
+    Kind.LISTEN: _coerce_listen,
+    Kind.FILE: _coerce_file,
 }
 
 
@@ -702,6 +729,59 @@ KEYS: tuple[ConfigKey, ...] = (
         nullable=True,
     ),
     ConfigKey(
+        "retentiond.journal.maxSegmentBytes",
+        "daemon.journal_max_segment_bytes",
+        Kind.INT,
+        "A journal segment is closed (and becomes shippable) before a write would take it past "
+        "this size; a record is never split.",
+        default=s.DEFAULT_JOURNAL_MAX_SEGMENT_BYTES,
+        unit="bytes",
+        minimum=4096,
+        java_type="long",
+    ),
+    ConfigKey(
+        "retentiond.journal.maxSegmentAge",
+        "daemon.journal_max_segment_age_ms",
+        Kind.INT,
+        "A journal segment is closed once its first record is this old, even if nothing new "
+        "arrives, so a quiet broker's records still reach the fleet.",
+        default=s.DEFAULT_JOURNAL_MAX_SEGMENT_AGE_MS,
+        unit=_MS,
+        minimum=1000,
+        java_type="long",
+    ),
+    ConfigKey(
+        "retentiond.ship.target",
+        "daemon.ship_target",
+        Kind.PATH,
+        "Directory (local, or an NFS/HDFS/object-store mount) that closed journal segments are "
+        "shipped to for the fleet analysis; it must exist (point it inside the mount).",
+        default=None,
+        default_doc="none (shipping off)",
+        nullable=True,
+    ),
+    ConfigKey(
+        "retentiond.ship.interval",
+        "daemon.ship_interval_ms",
+        Kind.INT,
+        "Period of the shipping job (when a target is set).",
+        default=s.DEFAULT_SHIP_INTERVAL_MS,
+        unit=_MS,
+        minimum=1000,
+        java_type="long",
+    ),
+    ConfigKey(
+        "retentiond.ship.maxLocalBytes",
+        "daemon.ship_max_local_bytes",
+        Kind.INT,
+        "Most bytes of closed, unshipped segments kept while the target is unreachable; past "
+        "it the oldest are dropped, with an error log and a metric.",
+        default=s.DEFAULT_SHIP_MAX_LOCAL_BYTES,
+        unit="bytes",
+        minimum=0,
+        java_type="long",
+    ),
+    ConfigKey(
         "retentiond.initialDelay",
         "daemon.initial_delay_ms",
         Kind.INT,
@@ -718,6 +798,50 @@ KEYS: tuple[ConfigKey, ...] = (
         default=None,
         default_doc="`$RUNTIME_DIRECTORY/control.sock`, else "
         "`/run/retentiond/<config file name>/control.sock`",
+        nullable=True,
+    ),
+    ConfigKey(
+        "retentiond.metrics.listen",
+        "daemon.metrics_listen",
+        Kind.LISTEN,
+        "Address of the Prometheus `/metrics` endpoint; loopback only unless you say otherwise.",
+        default=s.DEFAULT_METRICS_LISTEN,
+    ),
+    ConfigKey(
+        "retentiond.metrics.tlsCertFile",
+        "daemon.metrics_tls_cert_file",
+        Kind.FILE,
+        "PEM certificate (chain) for HTTPS on `/metrics`; needs `tlsKeyFile` too.",
+        default=None,
+        default_doc="none (plain HTTP)",
+        nullable=True,
+    ),
+    ConfigKey(
+        "retentiond.metrics.tlsKeyFile",
+        "daemon.metrics_tls_key_file",
+        Kind.FILE,
+        "PEM private key of `tlsCertFile`.",
+        default=None,
+        default_doc="none",
+        nullable=True,
+    ),
+    ConfigKey(
+        "retentiond.metrics.basicAuthUsername",
+        "daemon.metrics_basic_auth_username",
+        Kind.TEXT,
+        "User name that `/metrics` requires (HTTP basic auth); needs `basicAuthPasswordFile`.",
+        default=None,
+        default_doc="none (no authentication)",
+        nullable=True,
+    ),
+    ConfigKey(
+        "retentiond.metrics.basicAuthPasswordFile",
+        "daemon.metrics_basic_auth_password_file",
+        Kind.FILE,
+        "File holding the basic-auth password (one trailing newline ignored), so the secret "
+        "is never in the config or the logs; re-read when it changes.",
+        default=None,
+        default_doc="none",
         nullable=True,
     ),
 )

@@ -5,6 +5,11 @@ symlink, the file is looked up relative to it and must still be a regular file w
 size and mtime the plan saw, and must still qualify; only then is an intent journaled, the file
 unlinked relative to the same directory handle, and the outcome journaled. A stop request is
 honoured between files (never inside one) and interrupts the sleeps.
+
+The journal is the precondition of every unlink: an intent that cannot be written (for any
+reason but a full disk, which ``spool.SpoolingJournal`` absorbs) means no unlink, and an
+outcome that cannot be written after one stops the round (``JournalFailed``); the outcome is
+kept in memory when the journal allows it, and start-up reconciliation covers a crash.
 """
 
 from __future__ import annotations
@@ -16,12 +21,14 @@ import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import cache
+from typing import Protocol
 
 import structlog
 
-from retentiond.journal import Journal
 from retentiond.policy.plan import CommitLogPlan, Decision, QueuesPlan
 from retentiond.reasons import FORCED_REASONS, Kind, Reason
+from retentiond.reconcile import writer_identity
 from retentiond.settings import Settings
 from retentiond.store.reader import BinaryReader, identity_of, read_index_header
 
@@ -37,6 +44,8 @@ class Outcome:
     deleted: bool
     error: str | None = None  # why it was not deleted (re-check failed, unlink failed, ...)
     cause: str | None = None  # short label for metrics: changed, gone, unlink_failed, journal
+    freed_bytes: int | None = None  # allocated bytes (st_blocks * 512) the unlink released
+    errno: int | None = None  # the unlink's errno when it failed
 
 
 @dataclass
@@ -53,11 +62,28 @@ class Stopped(Exception):
     """Raised between files when a stop was requested."""
 
 
+class JournalFailed(Exception):
+    """The journal refused a record for a reason other than space: no further deletion."""
+
+    def __init__(self, message: str, outcome: Outcome) -> None:
+        super().__init__(message)
+        self.outcome = outcome
+
+
+class RecordSink(Protocol):
+    def append(self, record: dict[str, object]) -> None: ...
+
+
+@cache
+def _writer() -> str:
+    return writer_identity()
+
+
 class Executor:
     def __init__(
         self,
         settings: Settings,
-        journal: Journal,
+        journal: RecordSink,
         *,
         stop: threading.Event | None = None,
         on_outcome: Callable[[Outcome], None] | None = None,
@@ -114,24 +140,24 @@ class Executor:
             os.close(topic_fd)
 
     # ---- re-check -----------------------------------------------------------------------
+    def _expired(self, d: Decision, now_ms: int) -> bool:
+        reserved = self.settings.file_reserved_time_hours * _HOUR_MS
+        return d.identity is not None and now_ms >= d.identity.mtime_ms + reserved
+
     def _still_qualifies(
-        self, d: Decision, dir_fd: int, min_offset: int | None, now_ms: int
+        self, d: Decision, st: os.stat_result | None, min_offset: int | None, now_ms: int
     ) -> str | None:
         """None if the file may go now; otherwise why not."""
-        name = os.path.basename(d.path)
-        try:
-            st = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
-        except FileNotFoundError:
+        if st is None:
             return "gone"
         if not stat.S_ISREG(st.st_mode):
             return "not a regular file any more"
         if d.identity is None or identity_of(st) != d.identity:
             return "changed since the plan (inode, size or mtime)"
         if d.kind is Kind.COMMITLOG:
-            if d.reason not in FORCED_REASONS and d.reason is not Reason.FORCED_AFTER_HOLD:
-                reserved = self.settings.file_reserved_time_hours * _HOUR_MS
-                if now_ms < d.identity.mtime_ms + reserved:
-                    return "no longer expired"
+            exempt = d.reason in FORCED_REASONS or d.reason is Reason.FORCED_AFTER_HOLD
+            if not exempt and not self._expired(d, now_ms):
+                return "no longer expired"
             return None
         assert min_offset is not None
         if d.kind is Kind.CONSUMEQUEUE:
@@ -153,10 +179,18 @@ class Executor:
             "kind": str(d.kind),
             "file": d.path,
             "reason": str(d.reason),
-            "forced": d.reason in FORCED_REASONS,
+            # Data removed before fileReservedTime: a forced deletion, or a held file forced
+            # out that was not expired either.
+            "forced": d.reason in FORCED_REASONS
+            or (
+                d.kind is Kind.COMMITLOG
+                and d.reason is Reason.FORCED_AFTER_HOLD
+                and not self._expired(d, now)
+            ),
             "dry_run": ctx.dry_run,
             "disk_ratio_before": ctx.disk_ratio_before,
             "config_hash": ctx.config_hash,
+            "file_reserved_time_hours": self.settings.file_reserved_time_hours,
         }
         if d.identity is not None:
             rec["bytes"] = d.identity.size
@@ -166,6 +200,8 @@ class Executor:
             value = getattr(d, key)
             if value is not None:
                 rec[key] = value
+        if d.reason is Reason.FORCED_AFTER_HOLD and d.detail:
+            rec["detail"] = d.detail
         return rec
 
     def delete_one(self, d: Decision, ctx: RoundContext, min_offset: int | None = None) -> Outcome:
@@ -175,28 +211,51 @@ class Executor:
         except OSError as exc:
             return self._done(Outcome(d, False, f"parent directory: {exc}", "containment"))
         try:
-            why_not = self._still_qualifies(d, dir_fd, min_offset, ctx.now_ms())
+            name = os.path.basename(d.path)
+            try:
+                st: os.stat_result | None = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
+            except FileNotFoundError:
+                st = None
+            why_not = self._still_qualifies(d, st, min_offset, ctx.now_ms())
             if why_not is not None:
                 cause = "gone" if why_not == "gone" else "changed"
                 return self._done(Outcome(d, False, why_not, cause))
+            assert st is not None
             op_id = uuid.uuid4().hex
             record = self._record(d, ctx, op_id)
+            intent = {**record, "type": "intent", "writer": _writer(), "ino": st.st_ino}
             try:
-                self.journal.append({**record, "type": "intent"})
+                self.journal.append(intent)
             except OSError as exc:
-                return self._done(Outcome(d, False, f"journal: {exc}", "journal"))
+                failed = self._done(Outcome(d, False, f"journal: {exc}", "journal"))
+                raise JournalFailed(f"intent for {d.path}: {exc}", failed) from exc
             try:
-                os.unlink(os.path.basename(d.path), dir_fd=dir_fd)
+                os.unlink(name, dir_fd=dir_fd)
             except OSError as exc:
-                self.journal.append(
-                    {"type": "abort", "id": op_id, "file": d.path, "error": str(exc)}
-                )
-                return self._done(Outcome(d, False, f"unlink: {exc}", "unlink_failed"))
+                abort = {"type": "abort", "id": op_id, "file": d.path, "error": str(exc)}
+                outcome = Outcome(d, False, f"unlink: {exc}", "unlink_failed", errno=exc.errno)
+                self._outcome_record(abort, outcome)
+                return self._done(outcome)
             record["duration_ms"] = round((time.monotonic() - started) * 1000, 3)
-            self.journal.append({**record, "type": "deletion"})
-            return self._done(Outcome(d, True))
+            outcome = Outcome(d, True, freed_bytes=st.st_blocks * 512)
+            self._outcome_record({**record, "type": "deletion"}, outcome)
+            return self._done(outcome)
         finally:
             os.close(dir_fd)
+
+    def _outcome_record(self, record: dict[str, object], outcome: Outcome) -> None:
+        """Journal what happened to a file after its intent. A failure here ends the round:
+        the record is kept in memory when the journal can (``SpoolingJournal.keep``), and a
+        crash before it is written is covered by start-up reconciliation."""
+        try:
+            self.journal.append(record)
+        except OSError as exc:
+            keep = getattr(self.journal, "keep", None)
+            if keep is not None:
+                keep(record, exc)
+            log.error("journal write failed after an unlink attempt", error=str(exc))
+            self._done(outcome)
+            raise JournalFailed(f"{record['type']} for {record['file']}: {exc}", outcome) from exc
 
     def _done(self, outcome: Outcome) -> Outcome:
         if outcome.deleted:
@@ -215,6 +274,18 @@ class Executor:
         return outcome
 
     # ---- passes -------------------------------------------------------------------------
+    def _attempt(
+        self, d: Decision, ctx: RoundContext, outcomes: list[Outcome], min_offset: int | None = None
+    ) -> Outcome:
+        """delete_one, with its outcome in ``outcomes`` even when the journal fails."""
+        try:
+            outcome = self.delete_one(d, ctx, min_offset)
+        except JournalFailed as exc:
+            outcomes.append(exc.outcome)
+            raise
+        outcomes.append(outcome)
+        return outcome
+
     def run_commitlog(
         self, plan: CommitLogPlan, ctx: RoundContext, outcomes: list[Outcome]
     ) -> list[Outcome]:
@@ -232,8 +303,7 @@ class Executor:
             if not d.delete:
                 break
             self._check_stop()
-            outcome = self.delete_one(d, ctx)
-            outcomes.append(outcome)
+            outcome = self._attempt(d, ctx, outcomes)
             if not outcome.deleted:
                 break
             if len(outcomes) - done >= self.settings.delete_file_batch_max:
@@ -253,8 +323,7 @@ class Executor:
             count = 0
             for d in q.deleted:
                 self._check_stop()
-                outcome = self.delete_one(d, ctx, plan.min_offset)
-                outcomes.append(outcome)
+                outcome = self._attempt(d, ctx, outcomes, plan.min_offset)
                 if not outcome.deleted:
                     break
                 count += 1
@@ -264,8 +333,7 @@ class Executor:
             if not d.delete:
                 break
             self._check_stop()
-            outcome = self.delete_one(d, ctx, plan.min_offset)
-            outcomes.append(outcome)
+            outcome = self._attempt(d, ctx, outcomes, plan.min_offset)
             if not outcome.deleted:
                 break
         return outcomes

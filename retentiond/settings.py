@@ -30,6 +30,12 @@ DEFAULT_MAPPED_FILE_SIZE_CONSUMEQUEUE = 300_000 * 20
 DEFAULT_MAX_HASH_SLOT_NUM = 5_000_000
 DEFAULT_MAX_INDEX_NUM = 5_000_000 * 4
 DEFAULT_INITIAL_DELAY_MS = 60_000
+# Journal rotation and shipping (journal.py, ship.py; contract in docs/journal.md).
+DEFAULT_JOURNAL_MAX_SEGMENT_BYTES = 64 * 1024 * 1024
+DEFAULT_JOURNAL_MAX_SEGMENT_AGE_MS = 3_600_000  # a quiet journal still ships hourly
+DEFAULT_SHIP_INTERVAL_MS = 300_000
+DEFAULT_SHIP_MAX_LOCAL_BYTES = 256 * 1024 * 1024  # unshipped segments kept while unreachable
+DEFAULT_METRICS_LISTEN = "127.0.0.1:9465"  # loopback only; see observe/server.py
 
 CQ_UNIT_SIZE = 20
 INDEX_HEADER_SIZE = 40
@@ -46,6 +52,19 @@ class DaemonSettings:
     journal_dir: Path | None = None  # None = default chosen by the journal module
     initial_delay_ms: int = DEFAULT_INITIAL_DELAY_MS
     control_socket: Path | None = None  # None = <runtime dir>/control.sock (daemon/control.py)
+    # Journal rotation and shipping to the fleet (journal.py, ship.py).
+    journal_max_segment_bytes: int = DEFAULT_JOURNAL_MAX_SEGMENT_BYTES
+    journal_max_segment_age_ms: int = DEFAULT_JOURNAL_MAX_SEGMENT_AGE_MS
+    ship_target: Path | None = None  # None = shipping off
+    ship_interval_ms: int = DEFAULT_SHIP_INTERVAL_MS
+    ship_max_local_bytes: int = DEFAULT_SHIP_MAX_LOCAL_BYTES
+    # /metrics (observe/): where it listens, and its optional TLS and basic auth. The password
+    # is read from a file so the secret never appears in the config, its hash or the logs.
+    metrics_listen: str = DEFAULT_METRICS_LISTEN
+    metrics_tls_cert_file: Path | None = None
+    metrics_tls_key_file: Path | None = None
+    metrics_basic_auth_username: str | None = None
+    metrics_basic_auth_password_file: Path | None = None
 
 
 @dataclass(frozen=True)

@@ -30,6 +30,12 @@ RESTART_KEYS = frozenset(
         "brokerClusterName",
         "retentiond.journal.dir",
         "retentiond.controlSocket",
+        # The /metrics server binds once, at start (observe/server.py).
+        "retentiond.metrics.listen",
+        "retentiond.metrics.tlsCertFile",
+        "retentiond.metrics.tlsKeyFile",
+        "retentiond.metrics.basicAuthUsername",
+        "retentiond.metrics.basicAuthPasswordFile",
     }
 )
 

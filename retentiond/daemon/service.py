@@ -44,6 +44,7 @@ from retentiond.daemon.notify import Notifier, watchdog_interval_s
 from retentiond.daemon.state import DaemonState, scan_ok, wall_ms
 from retentiond.daemon.statustext import deleted_text, summary_line
 from retentiond.journal import Journal
+from retentiond.observe.daemon_metrics import DaemonMetrics
 from retentiond.settings import Settings
 
 log = structlog.get_logger("retentiond.daemon")
@@ -83,6 +84,7 @@ class Daemon:
             control.socket_path(settings, config_path),
             {"status": self._cmd_status, "trigger-delete": self._cmd_trigger},
         )
+        self.metrics = DaemonMetrics(self)  # /metrics; chains the cleaner's on_outcome
         self.scheduler = BackgroundScheduler(
             executors={"default": ThreadPoolExecutor(max_workers=4)},
             job_defaults={"max_instances": 1, "coalesce": True, "misfire_grace_time": None},
@@ -105,6 +107,7 @@ class Daemon:
         except control.ControlError as exc:
             log.error("cannot start", error=str(exc))
             return 1
+        self.metrics.start()
         s = self.state.settings
         log.info(
             "daemon starting",
@@ -157,6 +160,7 @@ class Daemon:
             self.state.note_error(f"startup scan: {exc}")
             return
         self.state.observe_plan(plan, self.cleaner.settings, frozenset())
+        self.metrics.observe_plan(plan)
         if scan_ok(plan):
             self._became_ready()
         else:
@@ -180,6 +184,14 @@ class Daemon:
             IntervalTrigger(seconds=reload.POLL_INTERVAL_S, timezone=UTC),
             id="config-poll",
         )
+        from retentiond import ship  # closed journal segments to retentiond.ship.target
+
+        ship.schedule(
+            self.scheduler,
+            lambda: self.cleaner.settings,
+            self.journal,
+            registry=self.metrics.metrics.registry,  # retentiond_ship_* on /metrics
+        )
         watchdog = watchdog_interval_s()
         if watchdog is not None:
             self.scheduler.add_job(
@@ -197,10 +209,12 @@ class Daemon:
         done.start()
         done.join(STOP_DEADLINE_S)
         self.control.stop()
+        self.metrics.stop()
         if done.is_alive():
             log.warning("exiting while a round is still scanning the store (nothing is deleted)")
             return False
         if self.journal is not None:
+            self.cleaner.flush_journal()  # records held in memory by a full disk, if any
             self.journal.close()
         self.notifier.close()
         log.info("stopped")
@@ -225,6 +239,7 @@ class Daemon:
             self.notifier.status(f"last round failed: {exc}")
             return
         self.state.round_done(result, settings)
+        self.metrics.round_done(result)
         self._log_round(result)
         self._redelete_hanged(settings)
         if scan_ok(result.plan):
@@ -259,10 +274,16 @@ class Daemon:
 
     def _redelete_hanged(self, settings: Settings) -> None:
         """upstream reDeleteHangedFile's cadence: at most every ``redeleteHangedFileInterval``,
-        look again at files that failed to go. The retry itself is the next round's plan (the
-        file is still the oldest); here we forget files that went away and say which remain."""
+        look again at files that failed to go. A first CommitLog file left because another
+        process held it is retried by the Cleaner (released: deleted; held past the forcible
+        interval: forced); other failures are retried by the next round's plan (the file is
+        still the oldest); here we forget files that went away and say which remain."""
         if not self.state.redelete_due(wall_ms(), settings.redelete_hanged_file_interval_ms):
             return
+        try:
+            self.cleaner.redelete_hanged()
+        except Exception:  # the round job must survive anything
+            log.exception("retrying the first CommitLog file failed")
         for path, hung in self.state.prune_hung().items():
             log.warning(
                 "file still not deleted",
@@ -346,6 +367,7 @@ class Daemon:
         doc["settings_pending"] = settings_pending
         doc["last_commitlog_min_offset"] = self.cleaner.state.last_physical_min_offset
         doc["scheduler_running"] = self.scheduler.running
+        doc["safety"] = self.cleaner.safety_status()  # owner, pending release, held, faults
         return doc
 
     def _cmd_status(self, request: dict[str, object]) -> dict[str, object]:

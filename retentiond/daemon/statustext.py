@@ -153,4 +153,35 @@ def render(doc: dict[str, Any]) -> str:
             f"{'hung' if i == 0 else '':<10}{h['file']} (failing for "
             f"{human_age(now - h['first_attempt_ms'])}: {h.get('error')})"
         )
+    lines += _safety_lines(doc.get("safety"), now)
     return "\n".join(lines)
+
+
+def _safety_lines(safety: dict[str, Any] | None, now: int) -> list[str]:
+    """Owner broker, bytes waiting for release, held files, fault counters (cleaner.py)."""
+    if not safety:
+        return []
+    owner = safety.get("owner") or {}
+    running = owner.get("running")
+    state = {True: "running", False: "not running", None: "unknown"}[running]
+    pids = ", ".join(str(p) for p in owner.get("pids") or [])
+    lines = [f"broker    {state}" + (f" (pid {pids})" if pids else "")]
+    if safety.get("proc_view_complete") is False:
+        lines[-1] += "; NOT every process is visible: files anyone holds count as held"
+    release = safety.get("pending_release") or {}
+    lines.append(
+        f"release   {release.get('files', 0)} deleted files still held, "
+        f"{human_bytes(release.get('bytes', 0))} not free yet"
+    )
+    held = safety.get("held_files") or []
+    for h in held:
+        lines.append(
+            f"held      {h['file']} by {h.get('holders') or 'unseen processes'}, first attempt "
+            f"{human_age(now - h['first_attempt_ms'])} ago"
+        )
+    if (safety.get("held_count") or 0) > len(held):
+        lines.append(f"held      ... and {safety['held_count'] - len(held)} more")
+    faults = safety.get("faults") or {}
+    shown = {k: v for k, v in faults.items() if v}
+    lines.append("faults    " + (", ".join(f"{k} {v}" for k, v in shown.items()) or "none"))
+    return lines

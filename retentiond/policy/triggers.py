@@ -56,6 +56,10 @@ class Triggers:
     disk_state: DiskState
     hour: int
     error: str | None = None  # set when the store cannot be measured: nothing is deleted
+    # With bytes unlinked but still held (guard.py) the ratios above are those the disk will
+    # have once they are released; these say what statvfs shows now and how much is pending.
+    unadjusted_physic_ratio: float | None = None
+    pending_release_bytes: int = 0
 
     @property
     def fired(self) -> bool:
@@ -74,6 +78,8 @@ class Triggers:
             "hour": self.hour,
             "fired": self.fired,
             "error": self.error,
+            "unadjusted_physic_ratio": self.unadjusted_physic_ratio,
+            "pending_release_bytes": self.pending_release_bytes,
         }
 
 

@@ -94,10 +94,16 @@ def _scan_commitlog(
     return tuple(files)
 
 
-def _scan_index(index_dir: str, foreign: list[ForeignEntry]) -> tuple[IndexFile, ...]:
+def _scan_index(
+    index_dir: str, foreign: list[ForeignEntry], errors: list[StoreError] | None = None
+) -> tuple[IndexFile, ...]:
     try:
         entries = list(os.scandir(index_dir))
     except (FileNotFoundError, NotADirectoryError):
+        return ()  # a store without index files
+    except OSError as exc:
+        if errors is not None:
+            errors.append(StoreError(index_dir, f"cannot list the index directory: {exc.strerror}"))
         return ()
     files = []
     for entry in entries:
@@ -248,6 +254,15 @@ def iter_queues(consumequeue_dir: str, foreign: list[ForeignEntry]) -> Iterator[
     return QueueLister().iter_queues(consumequeue_dir, foreign)
 
 
+def _has_entries(path: str) -> bool:
+    """Whether a directory has any entry (reads one; cheap even with 100k topics)."""
+    try:
+        with os.scandir(path) as entries:
+            return next(entries, None) is not None
+    except OSError:
+        return False
+
+
 def scan(
     settings: Settings, *, now_ms: int | None = None, lister: QueueLister | None = None
 ) -> Snapshot:
@@ -258,8 +273,18 @@ def scan(
         errors.append(StoreError(root, "store root does not exist or is not a directory"))
     commitlog = _scan_commitlog(settings, foreign, errors)
     index_dir = str(settings.index_dir)
-    index = _scan_index(index_dir, foreign)
+    index = _scan_index(index_dir, foreign, errors)
     cq_dir = str(settings.consumequeue_dir)
+    if not commitlog and not errors and (index or _has_entries(cq_dir)):
+        # The broker never deletes its last CommitLog file, so an empty CommitLog beside
+        # ConsumeQueue or index files is a disk that is not mounted (an empty mount point).
+        errors.append(
+            StoreError(
+                ",".join(map(str, settings.store_path_commitlog)),
+                "no CommitLog files although the store has ConsumeQueue or index files "
+                "(a CommitLog disk not mounted?)",
+            )
+        )
     queue_foreign: list[ForeignEntry] = []
     return Snapshot(
         root=root,

@@ -1,0 +1,214 @@
+"""The fleet tables, as DataFrame transformations (no Python UDFs: executors need no
+retentiond code, only Spark). Every table is keyed by (cluster, broker, host): a RocketMQ
+master and its slave share a broker name but not a disk. Definitions are in docs/journal.md.
+"""
+
+from __future__ import annotations
+
+from pyspark.sql import Column, DataFrame, Window
+from pyspark.sql import functions as F
+
+KEY = ["cluster", "broker", "host"]
+HOUR_MS = 3_600_000.0
+MAX_PROJECTION_DAYS = 3650  # further than ten years out is "not in sight", not a date
+OVER_MAX = ["over_max_ratio", "clean_forcibly", "warning_level"]
+OVER_FORCIBLY = ["clean_forcibly", "warning_level"]
+
+
+def _hours(col: Column) -> Column:
+    return col / F.lit(HOUR_MS)
+
+
+def _pct(col: str, p: float) -> Column:
+    """Exact percentile with linear interpolation (numpy's default), not an estimate."""
+    return F.expr(f"percentile({col}, {p})")
+
+
+def real_deletions(deletions: DataFrame) -> DataFrame:
+    return deletions.where(~F.coalesce(F.col("dry_run"), F.lit(False)))
+
+
+def daily_reclaim(d: DataFrame) -> DataFrame:
+    """Files and bytes reclaimed per day, broker, kind and reason."""
+    return d.groupBy("dt", *KEY, "kind", "reason").agg(
+        F.count(F.lit(1)).alias("files"),
+        F.coalesce(F.sum("bytes"), F.lit(0)).cast("long").alias("bytes"),
+    )
+
+
+def forced_deletions(d: DataFrame) -> DataFrame:
+    """Per day and broker: unexpired data deleted because the disk was over the
+    clean-forcibly ratio, how much and how young."""
+    return (
+        d.where(F.col("forced"))
+        .groupBy("dt", *KEY)
+        .agg(
+            F.count(F.lit(1)).alias("files"),
+            F.coalesce(F.sum("bytes"), F.lit(0)).cast("long").alias("bytes"),
+            _hours(F.min("age_ms")).alias("min_age_hours"),
+            _hours(_pct("age_ms", 0.5)).alias("median_age_hours"),
+            _hours(F.max("age_ms")).alias("max_age_hours"),
+            F.max("file_reserved_time_hours").alias("file_reserved_time_hours"),
+        )
+    )
+
+
+def effective_retention(d: DataFrame) -> DataFrame:
+    """Per day and broker: the age of CommitLog files at deletion against fileReservedTime."""
+    reserved = F.col("file_reserved_time_hours")
+    out = (
+        d.where(F.col("kind") == "commitlog")
+        .groupBy("dt", *KEY)
+        .agg(
+            F.count(F.lit(1)).alias("files"),
+            F.sum(F.col("forced").cast("int")).alias("forced_files"),
+            _hours(F.min("age_ms")).alias("min_age_hours"),
+            _hours(_pct("age_ms", 0.5)).alias("p50_age_hours"),
+            _hours(_pct("age_ms", 0.95)).alias("p95_age_hours"),
+            _hours(F.max("age_ms")).alias("max_age_hours"),
+            F.max("file_reserved_time_hours").alias("file_reserved_time_hours"),
+        )
+    )
+    return out.withColumn(
+        "p50_vs_reserved",
+        F.when(reserved > 0, F.col("p50_age_hours") / reserved),
+    )
+
+
+def prepare_rounds(rounds: DataFrame) -> DataFrame:
+    """One row per round with its disk ratio, state and the time it stands for.
+
+    A round stands for the time until the broker's next round, capped at twice the configured
+    interval (a stopped daemon is not "time above a threshold"); the last round for one
+    interval.
+    """
+    w = Window.partitionBy(*KEY).orderBy("time_ms")
+    gap = F.lead("time_ms").over(w) - F.col("time_ms")
+    interval = F.col("interval_ms")
+    weight = F.when(gap.isNull(), F.coalesce(interval, F.lit(0))).otherwise(
+        F.least(gap, F.coalesce(interval * 2, gap))
+    )
+    state = F.col("triggers.disk_state")
+    cl_deleted = F.coalesce(F.col("deleted.commitlog.files"), F.lit(0))
+    errors = F.coalesce(F.size("errors"), F.lit(0))
+    return rounds.select(
+        "dt",
+        *KEY,
+        "time_ms",
+        F.greatest("triggers.physic_ratio", "triggers.logics_ratio").alias("ratio"),
+        state.alias("disk_state"),
+        weight.cast("long").alias("weight_ms"),
+        (F.coalesce(F.col("triggers.usage_exceeds"), F.lit(False)) & (cl_deleted == 0)).alias(
+            "stuck"
+        ),
+        (F.col("triggers.error").isNotNull() | (errors > 0)).alias("error"),
+        F.coalesce(F.col("failures"), F.lit(0)).alias("failures"),
+        F.col("expired_pending"),
+        F.col("file_reserved_time_hours"),
+        F.col("thresholds.warning_level_ratio").alias("warning_level_ratio"),
+    )
+
+
+def _ms_when(cond: Column) -> Column:
+    return F.sum(F.when(cond, F.col("weight_ms")).otherwise(F.lit(0))).cast("long")
+
+
+def disk_pressure(r: DataFrame) -> DataFrame:
+    """Per day and broker: time above each threshold and rounds that could not help."""
+    state = F.col("disk_state")
+    return r.groupBy("dt", *KEY).agg(
+        F.count(F.lit(1)).alias("rounds"),
+        F.max("ratio").alias("max_ratio"),
+        F.avg("ratio").alias("avg_ratio"),
+        _ms_when(state.isin(OVER_MAX)).alias("ms_over_max_ratio"),
+        _ms_when(state.isin(OVER_FORCIBLY)).alias("ms_over_clean_forcibly"),
+        _ms_when(state == "warning_level").alias("ms_over_warning_level"),
+        F.sum(F.col("stuck").cast("int")).alias("stuck_rounds"),
+        F.sum(F.col("error").cast("int")).alias("error_rounds"),
+        F.sum("failures").cast("long").alias("failures"),
+        F.max("expired_pending").alias("max_expired_pending"),
+    )
+
+
+def capacity_forecast(pressure: DataFrame, r: DataFrame, as_of: str) -> DataFrame:
+    """Per broker: least-squares trend of the daily peak disk ratio and the day it reaches
+    the warning level (``diskSpaceWarningLevelRatio``: the broker then rejects writes)."""
+    day = F.datediff(F.to_date("dt"), F.lit("1970-01-01").cast("date")).cast("double")
+    daily = pressure.select(*KEY, "dt", "max_ratio", day.alias("x")).where(
+        F.col("max_ratio").isNotNull()
+    )
+    trend = daily.groupBy(*KEY).agg(
+        F.count(F.lit(1)).alias("n_days"),
+        F.min("dt").alias("first_dt"),
+        F.max("dt").alias("last_dt"),
+        F.max("x").alias("x_last"),
+        F.max_by("max_ratio", "x").alias("last_day_max_ratio"),
+        F.regr_slope("max_ratio", "x").alias("slope_per_day"),
+        F.regr_intercept("max_ratio", "x").alias("intercept"),
+    )
+    latest = (
+        r.where(F.col("ratio").isNotNull())
+        .groupBy(*KEY)
+        .agg(
+            F.max_by("ratio", "time_ms").alias("latest_ratio"),
+            F.max_by("warning_level_ratio", "time_ms").alias("warning_level_ratio"),
+        )
+    )
+    slope = F.col("slope_per_day")
+    fitted = F.coalesce(F.col("intercept") + slope * F.col("x_last"), F.col("last_day_max_ratio"))
+    warning = F.col("warning_level_ratio")
+    days = (
+        F.when(fitted >= warning, F.lit(0.0))
+        .when(slope > 0, (warning - fitted) / slope)
+        .otherwise(F.lit(None).cast("double"))
+    )
+    out = trend.join(latest, KEY, "left").select(
+        *KEY,
+        "first_dt",
+        "last_dt",
+        "n_days",
+        "latest_ratio",
+        "last_day_max_ratio",
+        slope.alias("slope_per_day"),
+        fitted.alias("fitted_ratio_now"),
+        warning.alias("warning_level_ratio"),
+        days.alias("days_to_warning"),
+    )
+    projected = F.when(
+        F.col("days_to_warning") <= MAX_PROJECTION_DAYS,
+        F.date_format(
+            F.date_add(F.to_date("last_dt"), F.ceil("days_to_warning").cast("int")), "yyyy-MM-dd"
+        ),
+    )
+    return out.withColumn("projected_warning_date", projected).withColumn("dt", F.lit(as_of))
+
+
+def broker_window(d: DataFrame, pressure: DataFrame, r: DataFrame) -> DataFrame:
+    """Everything the risk ranking needs, one row per broker over the whole window."""
+    cl = F.col("kind") == "commitlog"
+    dels = d.groupBy(*KEY).agg(
+        F.count(F.lit(1)).alias("files_deleted"),
+        F.coalesce(F.sum("bytes"), F.lit(0)).cast("long").alias("bytes_reclaimed"),
+        F.sum(F.col("forced").cast("int")).alias("forced_files"),
+        F.coalesce(F.sum(F.when(F.col("forced"), F.col("bytes"))), F.lit(0))
+        .cast("long")
+        .alias("forced_bytes"),
+        _hours(F.min(F.when(F.col("forced"), F.col("age_ms")))).alias("forced_min_age_hours"),
+        _hours(F.expr("percentile(CASE WHEN kind = 'commitlog' THEN age_ms END, 0.5)")).alias(
+            "retention_p50_hours"
+        ),
+        F.sum(cl.cast("int")).alias("commitlog_files_deleted"),
+    )
+    press = pressure.groupBy(*KEY).agg(
+        F.sum("rounds").cast("long").alias("rounds"),
+        F.sum("ms_over_max_ratio").cast("long").alias("ms_over_max_ratio"),
+        F.sum("ms_over_clean_forcibly").cast("long").alias("ms_over_clean_forcibly"),
+        F.sum("ms_over_warning_level").cast("long").alias("ms_over_warning_level"),
+        F.sum("stuck_rounds").cast("long").alias("stuck_rounds"),
+        F.sum("error_rounds").cast("long").alias("error_rounds"),
+    )
+    reserved = r.groupBy(*KEY).agg(
+        F.max_by("file_reserved_time_hours", "time_ms").alias("file_reserved_time_hours")
+    )
+    keys = d.select(*KEY).union(r.select(*KEY)).distinct()
+    return keys.join(dels, KEY, "left").join(press, KEY, "left").join(reserved, KEY, "left")

@@ -1,0 +1,100 @@
+"""The daemon's metrics: one object the service calls at five points, nothing more.
+
+``Daemon`` creates a ``DaemonMetrics`` beside its state, starts it with the control socket,
+hands it the startup scan's plan and every round's result, and stops it on shutdown. All the
+rest — the registry, chaining the cleaner's ``on_outcome``, the HTTP server — lives here.
+
+A ``/metrics`` endpoint that cannot bind (the port is taken) is logged as an error and the
+daemon keeps cleaning: retention must not stop because monitoring is misconfigured, and a
+Prometheus that cannot scrape the target sees ``up == 0`` and alerts (RetentiondDown).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import structlog
+from prometheus_client import disable_created_metrics
+
+from retentiond.cleaner import RoundResult
+from retentiond.observe.metrics import RetentionMetrics
+from retentiond.observe.metrics_config import is_loopback, parse_listen
+from retentiond.observe.server import MetricsServer, PasswordFile, TlsFiles
+from retentiond.policy.plan import Plan
+from retentiond.settings import Settings
+
+if TYPE_CHECKING:
+    from retentiond.daemon.service import Daemon
+
+log = structlog.get_logger("retentiond.metrics")
+
+
+def build_server(metrics: RetentionMetrics, settings: Settings) -> MetricsServer:
+    """The server the settings describe (validated by the loader; files re-checked here)."""
+    d = settings.daemon
+    host, port = parse_listen(d.metrics_listen)
+    tls = None
+    if d.metrics_tls_cert_file is not None and d.metrics_tls_key_file is not None:
+        tls = TlsFiles(d.metrics_tls_cert_file, d.metrics_tls_key_file)
+    password = None
+    if d.metrics_basic_auth_username is not None and d.metrics_basic_auth_password_file:
+        password = PasswordFile(d.metrics_basic_auth_username, d.metrics_basic_auth_password_file)
+    return MetricsServer(metrics.registry, host, port, tls=tls, password=password)
+
+
+class DaemonMetrics:
+    def __init__(self, daemon: Daemon) -> None:
+        # `_created` samples double the series count and no dashboard or rule here uses them.
+        disable_created_metrics()
+        state = daemon.state
+        self.metrics = RetentionMetrics(
+            state.settings, current_settings=lambda: state.settings, status=daemon.status
+        )
+        self.metrics.watch(daemon.cleaner)
+        self.server: MetricsServer | None = None
+
+    def start(self) -> str | None:
+        """Serve /metrics; returns its URL, or None if it could not be started (logged)."""
+        settings = self.metrics.current_settings()
+        try:
+            server = build_server(self.metrics, settings)
+            url = server.start()
+        except (OSError, ValueError) as exc:
+            log.error(
+                "cannot serve /metrics; cleaning continues without it",
+                listen=settings.daemon.metrics_listen,
+                error=str(exc),
+            )
+            return None
+        self.server = server
+        log.info(
+            "metrics listening",
+            url=url,
+            tls=server.tls is not None,
+            basic_auth=server.password is not None,
+        )
+        if not is_loopback(server.host) and (server.tls is None or server.password is None):
+            log.warning(
+                "/metrics is reachable from other machines without TLS and basic auth",
+                listen=settings.daemon.metrics_listen,
+            )
+        return url
+
+    # The daemon calls these from its round thread: a bug here must not stop the round job,
+    # so it is logged and swallowed.
+    def observe_plan(self, plan: Plan) -> None:
+        try:
+            self.metrics.observe_plan(plan)
+        except Exception:
+            log.exception("metrics: cannot observe the startup scan")
+
+    def round_done(self, result: RoundResult) -> None:
+        try:
+            self.metrics.round_done(result)
+        except Exception:
+            log.exception("metrics: cannot observe the round")
+
+    def stop(self) -> None:
+        if self.server is not None:
+            self.server.stop()
+            self.server = None

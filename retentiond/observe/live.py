@@ -1,0 +1,280 @@
+"""Scrape-time metrics: computed when Prometheus asks, from cheap sources only.
+
+``collect`` runs in the HTTP server's thread, concurrently with rounds, and must neither wait
+for a round nor cost more as the store grows:
+
+* disk ratios — one ``statvfs`` per store path, RocketMQ's arithmetic (``store.disk``), and the
+  disk state from the very policy function a round uses (``policy.triggers.evaluate``);
+* file counts, bytes, ages, the CommitLog minimum — the ``StoreStats`` snapshot the last round
+  left (``observe/storestats.py``), read by reference, no lock, no directory walk;
+* reloads, pending and hung files, manual rounds — the daemon's status document, built under
+  its state lock, which rounds only ever hold for a few assignments;
+* configuration — the settings in force (an immutable object).
+
+If one source fails, its metrics are left out of this scrape and the others are still served:
+a broken status call must not hide the disk ratio.
+"""
+
+from __future__ import annotations
+
+import platform
+from collections.abc import Iterator, Mapping
+from typing import TYPE_CHECKING
+
+import structlog
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
+
+from retentiond import __version__
+from retentiond.policy.triggers import DISK_STATE_ORDER, DiskState, evaluate
+from retentiond.settings import Settings
+from retentiond.store.disk import DiskUsage, PathUsage, measure_path
+
+if TYPE_CHECKING:
+    from retentiond.observe.metrics import RetentionMetrics
+
+log = structlog.get_logger("retentiond.metrics")
+
+BASE = ["cluster", "broker"]
+DISK_STATES = (*DISK_STATE_ORDER, DiskState.UNKNOWN)
+RELOAD_RESULTS = ("applied", "unchanged", "refused")
+
+
+def _g(name: str, doc: str, labels: list[str] | None = None) -> GaugeMetricFamily:
+    return GaugeMetricFamily(name, doc, labels=[*BASE, *(labels or [])])
+
+
+def _fraction(value: float) -> str:
+    return f"{value:g}"
+
+
+class LiveCollector(Collector):
+    def __init__(self, metrics: RetentionMetrics) -> None:
+        self.metrics = metrics
+
+    def describe(self) -> Iterator[Metric]:
+        """Names only, for the registry's duplicate check; never measures anything."""
+        yield from self._disk_families()
+        yield from self._store_families()
+        yield from self._status_families()
+        yield from self._config_families()
+
+    def collect(self) -> Iterator[Metric]:
+        m = self.metrics
+        settings = m.current_settings()
+        now_s = m.clock_s()
+        for part in (self._disk, self._store, self._status, self._config):
+            try:
+                families = list(part(settings, now_s))
+            except Exception:
+                log.exception("metrics: a scrape-time source failed", source=part.__name__)
+                continue
+            yield from families
+
+    # ---- disk ---------------------------------------------------------------------------
+    @staticmethod
+    def _disk_families() -> tuple[GaugeMetricFamily, GaugeMetricFamily, GaugeMetricFamily]:
+        return (
+            _g(
+                "retentiond_disk_used_ratio",
+                "Used fraction of the filesystem holding a store path, as RocketMQ computes it: "
+                "ceil(100*used/(used+avail))/100, measured at scrape time.",
+                ["kind", "path"],
+            ),
+            _g(
+                "retentiond_disk_state",
+                "1 for the disk state the next round would act on (ok, over_max_ratio, "
+                "clean_forcibly, warning_level: the broker rejects writes; unknown: a path "
+                "cannot be measured), 0 for the others.",
+                ["state"],
+            ),
+            _g(
+                "retentiond_disk_threshold_ratio",
+                "The configured ratio above which each disk state begins "
+                "(diskMaxUsedSpaceRatio, diskSpaceCleanForciblyRatio, diskSpaceWarningLevelRatio).",
+                ["state"],
+            ),
+        )
+
+    def _disk(self, settings: Settings, now_s: float) -> Iterator[Metric]:
+        ratio, state, threshold = self._disk_families()
+        base = list(self.metrics.base)
+        commitlog = tuple(measure_path(str(p)) for p in settings.store_path_commitlog)
+        consumequeue = measure_path(str(settings.consumequeue_dir))
+        measured: list[tuple[str, PathUsage]] = [("commitlog", u) for u in commitlog]
+        measured.append(("consumequeue", consumequeue))
+        for kind, usage in measured:
+            if usage.ratio is not None:  # a path that cannot be measured has no ratio
+                ratio.add_metric([*base, kind, usage.path], usage.ratio)
+        current = evaluate(
+            settings, int(now_s * 1000), DiskUsage(commitlog, consumequeue), manual=False
+        ).disk_state
+        for s in DISK_STATES:
+            state.add_metric([*base, s.value], 1.0 if s is current else 0.0)
+        for s, value in (
+            (DiskState.OVER_MAX_RATIO, settings.disk_max_used_ratio_fraction),
+            (DiskState.CLEAN_FORCIBLY, settings.disk_space_clean_forcibly_ratio),
+            (DiskState.WARNING_LEVEL, settings.disk_space_warning_level_ratio),
+        ):
+            threshold.add_metric([*base, s.value], value)
+        yield from (ratio, state, threshold)
+
+    # ---- store figures (cached by the last round) -----------------------------------------
+    @staticmethod
+    def _store_families() -> tuple[GaugeMetricFamily, ...]:
+        return (
+            _g("retentiond_files", "Files in the store, by kind (as of the last scan).", ["kind"]),
+            _g(
+                "retentiond_store_bytes",
+                "Bytes of the store's files, by kind (as of the last scan; ConsumeQueue files "
+                "counted at mappedFileSizeConsumeQueue).",
+                ["kind"],
+            ),
+            _g(
+                "retentiond_oldest_file_age_seconds",
+                "Age (now minus mtime) of the oldest file, by kind.",
+                ["kind"],
+            ),
+            _g(
+                "retentiond_store_scan_timestamp_seconds",
+                "When the figures of retentiond_files and retentiond_store_bytes were taken, by "
+                "kind (ConsumeQueue: the last round in which the CommitLog minimum moved).",
+                ["kind"],
+            ),
+            _g(
+                "retentiond_commitlog_min_offset",
+                "Start offset of the oldest CommitLog file left (CommitLog.getMinOffset).",
+            ),
+        )
+
+    def _store(self, settings: Settings, now_s: float) -> Iterator[Metric]:
+        stats = self.metrics.stats  # one reference read: the snapshot is never mutated
+        if stats is None:
+            return
+        files, size, age, scanned, min_offset = self._store_families()
+        base = list(self.metrics.base)
+        for kind, k in sorted(stats.kinds.items()):
+            files.add_metric([*base, kind.value], k.files)
+            size.add_metric([*base, kind.value], k.bytes)
+            scanned.add_metric([*base, kind.value], k.scanned_ms / 1000)
+            if k.oldest_mtime_ms is not None:
+                age.add_metric([*base, kind.value], max(0.0, now_s - k.oldest_mtime_ms / 1000))
+        if stats.commitlog_min_offset is not None:
+            min_offset.add_metric(base, stats.commitlog_min_offset)
+        yield from (files, size, age, scanned, min_offset)
+
+    # ---- the daemon's status ------------------------------------------------------------
+    @staticmethod
+    def _status_families() -> tuple[Metric, ...]:
+        return (
+            _g(
+                "retentiond_expired_files_pending",
+                "Expired CommitLog files still on disk after the last round: waiting for a "
+                "delete hour, disk pressure or a manual round (the newest file never counts).",
+            ),
+            _g(
+                "retentiond_hung_files",
+                "Files a round planned to delete that are still on disk (failed to go; retried "
+                "every redeleteHangedFileInterval).",
+            ),
+            _g(
+                "retentiond_manual_rounds_remaining",
+                "Rounds left that run a deletion pass at any hour after trigger-delete (20 per "
+                "request, as the broker's executeDeleteFilesManually).",
+            ),
+            CounterMetricFamily(
+                "retentiond_config_reloads",
+                "Configuration reloads (SIGHUP or file change), by result: applied, unchanged, "
+                "refused (the running configuration was kept).",
+                labels=[*BASE, "result"],
+            ),
+            _g(
+                "retentiond_config_last_reload_successful",
+                "0 if the last reload was refused (the file on disk is not what runs), else 1.",
+            ),
+        )
+
+    def _status(self, settings: Settings, now_s: float) -> Iterator[Metric]:
+        if self.metrics.status is None:
+            return
+        doc = self.metrics.status()
+        pending, hung, manual, reloads, last_ok = self._status_families()
+        base = list(self.metrics.base)
+        if isinstance(doc.get("pending_expired"), int):
+            pending.add_metric(base, doc["pending_expired"])  # type: ignore[arg-type]
+        hung_files = doc.get("hung_files")
+        hung.add_metric(base, len(hung_files) if isinstance(hung_files, list) else 0)
+        if isinstance(doc.get("manual_rounds_left"), int):
+            manual.add_metric(base, doc["manual_rounds_left"])  # type: ignore[arg-type]
+        config = doc.get("config")
+        config = config if isinstance(config, Mapping) else {}
+        counts = config.get("reloads")
+        counts = counts if isinstance(counts, Mapping) else {}
+        for result in RELOAD_RESULTS:
+            reloads.add_metric([*base, result], float(counts.get(result, 0)))
+        last = config.get("last_reload")
+        refused = isinstance(last, Mapping) and last.get("outcome") == "refused"
+        last_ok.add_metric(base, 0.0 if refused else 1.0)
+        yield from (pending, hung, manual, reloads, last_ok)
+
+    # ---- configuration and build --------------------------------------------------------
+    @staticmethod
+    def _config_families() -> tuple[GaugeMetricFamily, ...]:
+        return (
+            _g(
+                "retentiond_config_info",
+                "Always 1; the labels are the hash and the key settings in force.",
+                [
+                    "config_hash",
+                    "file_reserved_time_hours",
+                    "delete_when",
+                    "timezone",
+                    "disk_max_used_space_ratio",
+                    "disk_space_clean_forcibly_ratio",
+                    "disk_space_warning_level_ratio",
+                    "clean_file_forcibly_enable",
+                    "delete_file_batch_max",
+                    "clean_resource_interval_ms",
+                    "dry_run",
+                ],
+            ),
+            _g(
+                "retentiond_build_info",
+                "Always 1; the labels say which retentiond and which Python run.",
+                ["version", "python_version"],
+            ),
+            _g(
+                "retentiond_file_reserved_time_seconds",
+                "fileReservedTime: the age at which a CommitLog file is expired.",
+            ),
+            _g(
+                "retentiond_round_interval_seconds",
+                "cleanResourceInterval: the period of the cleaning rounds.",
+            ),
+        )
+
+    def _config(self, settings: Settings, now_s: float) -> Iterator[Metric]:
+        info, build, reserved, interval = self._config_families()
+        base = list(self.metrics.base)
+        s = settings
+        info.add_metric(
+            [
+                *base,
+                s.config_hash,
+                str(s.file_reserved_time_hours),
+                s.delete_when,
+                s.daemon.timezone or "local",
+                _fraction(s.disk_max_used_ratio_fraction),
+                _fraction(s.disk_space_clean_forcibly_ratio),
+                _fraction(s.disk_space_warning_level_ratio),
+                str(s.clean_file_forcibly_enable).lower(),
+                str(s.delete_file_batch_max),
+                str(s.clean_resource_interval_ms),
+                str(s.daemon.dry_run).lower(),
+            ],
+            1.0,
+        )
+        build.add_metric([*base, __version__, platform.python_version()], 1.0)
+        reserved.add_metric(base, s.file_reserved_time_hours * 3600.0)
+        interval.add_metric(base, s.clean_resource_interval_ms / 1000)
+        yield from (info, build, reserved, interval)

@@ -1,0 +1,266 @@
+"""retentiond's Prometheus metrics: what was deleted and why, and how close the disk is to full.
+
+One ``RetentionMetrics`` owns one ``CollectorRegistry`` it constructs itself — never the
+process-global default — so every test gets a fresh registry and nothing a library registers
+globally leaks into ``/metrics``.
+
+Two kinds of numbers, updated in two different ways:
+
+* **Events** (counters, the round histogram, last-success timestamps) are updated from the
+  round thread: ``on_outcome`` for each file, called by the executor only after the journal has
+  the record (safety rule 4: the journal is the truth, a metric never runs ahead of it), and
+  ``round_done`` once per round.
+* **State** (disk ratios, disk state, file counts and ages, pending and hung files, manual
+  rounds, the configuration) is produced at scrape time by ``LiveCollector``
+  (``observe/live.py``). It never waits for a round: the disk ratios are one ``statvfs`` per
+  store path, everything expensive comes from the ``StoreStats`` snapshot the last round left
+  behind (see ``observe/storestats.py`` for what is cached and how fresh it is).
+
+Every series carries ``cluster`` and ``broker`` (``brokerClusterName``, ``brokerName``) so a
+fleet-wide Prometheus can tell brokers apart without per-target relabelling, and the numbers
+match the deletion records the shipper files under ``cluster=/broker=``. Both keys need a
+restart to change, so the labels are fixed for the life of the process.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Mapping
+
+import structlog
+from prometheus_client import (
+    CollectorRegistry,
+    Counter,
+    Gauge,
+    Histogram,
+    PlatformCollector,
+    ProcessCollector,
+)
+
+from retentiond.cleaner import Cleaner, RoundResult
+from retentiond.execute import Outcome
+from retentiond.observe.storestats import StoreStats, store_stats
+from retentiond.policy.plan import Plan
+from retentiond.reasons import DELETE_REASONS, FORCED_REASONS, Kind, Reason
+from retentiond.settings import Settings
+
+log = structlog.get_logger("retentiond.metrics")
+
+BASE_LABELS = ("cluster", "broker")
+CLEANERS = ("commitlog", "consumequeue")  # upstream's two services; one round runs both
+# From a quiet round (milliseconds) to a CommitLog pass pacing 10 deletions at the default
+# 100 ms, to a cold walk of 100,000 consume queues.
+ROUND_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600)
+# Outcome causes that are not failures: the file went away by itself, which is what we wanted.
+NOT_A_FAILURE = frozenset({"gone"})
+# Causes known today (execute.Outcome.cause); their series exist from the start, at 0, so that
+# increase() sees the first failure. A new cause simply appears when it first happens.
+KNOWN_FAILURE_CAUSES = ("changed", "unlink_failed", "containment", "journal")
+
+StatusFn = Callable[[], Mapping[str, object]]
+
+
+def wall_s() -> float:
+    return time.time()
+
+
+def _possible_deletions() -> list[tuple[Kind, Reason]]:
+    """(kind, reason) pairs a deletion can carry; their counters start at 0."""
+    pairs = [
+        (Kind.COMMITLOG, r) for r in DELETE_REASONS if r is not Reason.BELOW_COMMITLOG_MIN_OFFSET
+    ]
+    pairs += [(k, Reason.BELOW_COMMITLOG_MIN_OFFSET) for k in (Kind.CONSUMEQUEUE, Kind.INDEX)]
+    return sorted(pairs)
+
+
+class RetentionMetrics:
+    """The metrics of one daemon (or one test): a registry and the hooks that feed it.
+
+    ``settings`` fixes the ``cluster``/``broker`` labels; ``current_settings`` returns the
+    settings in force (they change on reload; default: ``settings``); ``status`` returns the
+    daemon's status document (``Daemon.status``), the source of reload counts, hung files and
+    manual rounds, so ``/metrics`` and ``retentiond status`` always agree.
+    """
+
+    def __init__(
+        self,
+        settings: Settings,
+        *,
+        registry: CollectorRegistry | None = None,
+        current_settings: Callable[[], Settings] | None = None,
+        status: StatusFn | None = None,
+        clock_s: Callable[[], float] = wall_s,
+    ) -> None:
+        from retentiond.observe.live import LiveCollector  # it reads our state; import cycle
+
+        self.registry = registry if registry is not None else CollectorRegistry()
+        self.base = (settings.broker_cluster_name, settings.broker_name)
+        self.current_settings = current_settings or (lambda: settings)
+        self.status = status
+        self.clock_s = clock_s
+        self.stats: StoreStats | None = None  # replaced whole, never mutated: scrapes read it
+        self._phase = _PhaseClock()
+        r = self.registry
+        self.deleted_files = Counter(
+            "retentiond_deleted_files",
+            "Files deleted, by kind and reason (counted after the journal has the record).",
+            [*BASE_LABELS, "kind", "reason"],
+            registry=r,
+        )
+        self.deleted_bytes = Counter(
+            "retentiond_deleted_bytes",
+            "Bytes of the files deleted (their size when planned), by kind and reason.",
+            [*BASE_LABELS, "kind", "reason"],
+            registry=r,
+        )
+        self.forced_deletions = Counter(
+            "retentiond_forced_deletions",
+            "Files deleted before fileReservedTime because the disk was over "
+            "diskSpaceCleanForciblyRatio: unexpired data removed.",
+            BASE_LABELS,
+            registry=r,
+        )
+        self.delete_failures = Counter(
+            "retentiond_delete_failures",
+            "Planned deletions that did not happen, by kind and cause (changed: the file "
+            "changed since the plan; unlink_failed; containment: its directory moved; "
+            "journal: the intent could not be journaled).",
+            [*BASE_LABELS, "kind", "cause"],
+            registry=r,
+        )
+        self.round_duration = Histogram(
+            "retentiond_round_duration_seconds",
+            "Duration of each cleaner's part of a round, pacing sleeps included.",
+            [*BASE_LABELS, "cleaner"],
+            buckets=ROUND_BUCKETS,
+            registry=r,
+        )
+        self.last_success = Gauge(
+            "retentiond_last_round_success_timestamp_seconds",
+            "When a round last finished having read and measured the whole store, by cleaner "
+            "(the daemon's start time until the first such round).",
+            [*BASE_LABELS, "cleaner"],
+            registry=r,
+        )
+        self._initialise_series()
+        self.live = LiveCollector(self)
+        r.register(self.live)
+        ProcessCollector(registry=r)  # process_*: memory, CPU, open fds, start time
+        PlatformCollector(registry=r)  # python_info
+
+    def _initialise_series(self) -> None:
+        """Create the series we know of at 0 so rate() and increase() see their first step."""
+        self.forced_deletions.labels(*self.base)
+        for kind, reason in _possible_deletions():
+            self.deleted_files.labels(*self.base, kind.value, reason.value)
+            self.deleted_bytes.labels(*self.base, kind.value, reason.value)
+        for kind in Kind:
+            for cause in KNOWN_FAILURE_CAUSES:
+                self.delete_failures.labels(*self.base, kind.value, cause)
+        started = self.clock_s()
+        for cleaner in CLEANERS:
+            self.round_duration.labels(*self.base, cleaner)
+            self.last_success.labels(*self.base, cleaner).set(started)
+
+    # ---- wiring -------------------------------------------------------------------------
+    def watch(self, cleaner: Cleaner) -> None:
+        """Feed on ``cleaner``: its file outcomes, and when each part of its rounds runs.
+
+        ``on_outcome`` is chained after whatever the cleaner already calls (the daemon's
+        state). The round's split into the CommitLog part and the ConsumeQueue/index part is
+        timed by marking ``run_round`` and the start of queue planning (``_plan_queues``):
+        RoundResult carries only the total. tests/unit/test_metrics.py checks the split, so a
+        refactor of the cleaner that moves these seams fails there rather than silently.
+        """
+        previous = cleaner.on_outcome
+
+        def on_outcome(outcome: Outcome) -> None:
+            if previous is not None:
+                previous(outcome)
+            try:
+                self.on_outcome(outcome)
+            except Exception:  # a metrics bug must never break a round mid-way
+                log.exception("metrics: cannot count an outcome")
+
+        cleaner.on_outcome = on_outcome
+        self._phase.watch(cleaner)
+
+    # ---- events (round thread) ----------------------------------------------------------
+    def on_outcome(self, outcome: Outcome) -> None:
+        """One file's outcome, after the executor journaled it."""
+        d = outcome.decision
+        kind = str(d.kind)
+        if outcome.deleted:
+            reason = str(d.reason)
+            size = d.identity.size if d.identity is not None else 0
+            self.deleted_files.labels(*self.base, kind, reason).inc()
+            self.deleted_bytes.labels(*self.base, kind, reason).inc(size)
+            if d.reason in FORCED_REASONS:
+                self.forced_deletions.labels(*self.base).inc()
+        elif outcome.cause not in NOT_A_FAILURE:
+            self.delete_failures.labels(*self.base, kind, outcome.cause or "unknown").inc()
+
+    def observe_plan(self, plan: Plan) -> None:
+        """A scan that deleted nothing (the daemon's startup scan): refresh the store figures."""
+        self.stats = store_stats(plan, self.current_settings(), frozenset(), self.stats)
+
+    def round_done(self, result: RoundResult) -> None:
+        """After a round (real or dry): durations, success times, the store figures."""
+        plan = result.plan
+        gone = frozenset(o.decision.path for o in result.deleted)
+        self.stats = store_stats(plan, self.current_settings(), gone, self.stats)
+        durations = self._phase.split(result.duration_s)
+        for cleaner, seconds in durations.items():
+            self.round_duration.labels(*self.base, cleaner).observe(seconds)
+        if result.stopped or plan.errors:
+            return
+        now = self.clock_s()
+        if plan.commitlog.triggers.error is None:
+            self.last_success.labels(*self.base, "commitlog").set(now)
+        self.last_success.labels(*self.base, "consumequeue").set(now)
+
+
+class _PhaseClock:
+    """Monotonic marks around a round: its start, the start of queue planning, its end."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._thread: int | None = None  # the round's thread: a plan() elsewhere is no mark
+        self._start: float | None = None
+        self._queues: float | None = None
+        self._end: float | None = None
+
+    def watch(self, cleaner: Cleaner) -> None:
+        run_round, plan_queues = cleaner.run_round, cleaner._plan_queues
+
+        def timed_round(*args, **kwargs):  # type: ignore[no-untyped-def]
+            with self._lock:
+                self._start, self._queues, self._end = time.monotonic(), None, None
+                self._thread = threading.get_ident()
+            try:
+                return run_round(*args, **kwargs)
+            finally:
+                with self._lock:
+                    self._end = time.monotonic()
+
+        def timed_queues(*args, **kwargs):  # type: ignore[no-untyped-def]
+            with self._lock:
+                in_round = self._thread == threading.get_ident() and self._end is None
+                if self._start is not None and in_round and self._queues is None:
+                    self._queues = time.monotonic()
+            return plan_queues(*args, **kwargs)
+
+        cleaner.run_round = timed_round  # type: ignore[method-assign]
+        cleaner._plan_queues = timed_queues  # type: ignore[method-assign]
+
+    def split(self, total_s: float) -> dict[str, float]:
+        """Seconds per cleaner for the round that just ended (``total_s`` if unwatched)."""
+        with self._lock:
+            start, queues, end = self._start, self._queues, self._end
+            self._start = self._queues = self._end = None
+        if start is None or end is None:
+            return {"commitlog": total_s, "consumequeue": 0.0}
+        if queues is None:  # the round stopped before it reached the queues
+            return {"commitlog": end - start, "consumequeue": 0.0}
+        return {"commitlog": queues - start, "consumequeue": end - queues}

@@ -1,0 +1,249 @@
+"""The ``/metrics`` HTTP(S) endpoint: prometheus_client's WSGI app behind our own small server.
+
+Why not ``prometheus_client.start_http_server``: it has TLS (0.18+) but no basic auth, and it
+does the TLS handshake in the accepting thread, where one slow client stalls every scrape.
+Here the handshake is deferred to the connection's own thread (``do_handshake_on_connect``
+off), each connection has a timeout, and basic auth is a WSGI wrapper checked before the
+registry is touched.
+
+The password lives in a file (``basicAuthPasswordFile``) and is re-read when the file changes,
+so it can be rotated without a restart; the certificate and key are reloaded the same way
+(checked at most every few seconds, on the next connection). The secret is never logged, and
+compared in constant time.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import hmac
+import os
+import socket
+import ssl
+import threading
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from socketserver import ThreadingMixIn
+from typing import Any
+from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
+
+import structlog
+from prometheus_client import CollectorRegistry, make_wsgi_app
+
+from retentiond.observe.metrics_config import read_password
+
+log = structlog.get_logger("retentiond.metrics")
+
+CONNECTION_TIMEOUT_S = 10.0
+RELOAD_CHECK_S = 5.0  # how often the certificate files are stat-ed, at most
+REALM = "retentiond"
+
+WsgiApp = Callable[[dict[str, Any], Callable[..., Any]], Iterable[bytes]]
+
+
+def _file_key(path: Path) -> tuple[int, int, int, int] | None:
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
+
+
+class PasswordFile:
+    """The expected ``user:password``, re-read whenever the file's stat changes."""
+
+    def __init__(self, username: str, path: Path) -> None:
+        self.username = username
+        self.path = path
+        self._lock = threading.Lock()
+        self._key: tuple[int, int, int, int] | None = None
+        self._expected: bytes | None = None
+        self.expected()  # fail at start, not at the first scrape
+        if self._expected is None:
+            raise OSError(f"cannot read the basic-auth password file {path}")
+        mode = os.stat(path).st_mode
+        if mode & 0o077:
+            log.warning(
+                "the basic-auth password file is readable by others; chmod 600 it",
+                file=str(path),
+                mode=oct(mode & 0o777),
+            )
+
+    def expected(self) -> bytes | None:
+        """None while the file cannot be read: then nobody gets in (fail closed)."""
+        key = _file_key(self.path)
+        with self._lock:
+            if key is not None and key == self._key:
+                return self._expected
+            try:
+                password = read_password(self.path)
+            except (OSError, ValueError) as exc:
+                if self._key is not None or self._expected is None:
+                    log.error(
+                        "cannot read the basic-auth password file",
+                        file=str(self.path),
+                        error=type(exc).__name__,
+                    )
+                self._key, self._expected = None, None
+                return None
+            self._key = key
+            self._expected = f"{self.username}:{password}".encode()
+            return self._expected
+
+    def allows(self, header: str | None) -> bool:
+        expected = self.expected()
+        if expected is None or not header:
+            return False
+        scheme, _, value = header.partition(" ")
+        if scheme.lower() != "basic":
+            return False
+        try:
+            given = base64.b64decode(value.strip(), validate=True)
+        except (binascii.Error, ValueError):
+            return False
+        return hmac.compare_digest(given, expected)
+
+
+def basic_auth(app: WsgiApp, password: PasswordFile) -> WsgiApp:
+    def guarded(environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
+        if password.allows(environ.get("HTTP_AUTHORIZATION")):
+            return app(environ, start_response)
+        start_response(
+            "401 Unauthorized",
+            [
+                ("Content-Type", "text/plain; charset=utf-8"),
+                ("WWW-Authenticate", f'Basic realm="{REALM}", charset="UTF-8"'),
+            ],
+        )
+        return [b"401 Unauthorized\n"]
+
+    return guarded
+
+
+class TlsFiles:
+    """A server SSLContext whose certificate and key follow their files."""
+
+    def __init__(self, cert: Path, key: Path) -> None:
+        self.cert, self.key = cert, key
+        self.context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        self.context.minimum_version = ssl.TLSVersion.TLSv1_2
+        self.context.load_cert_chain(cert, key)
+        self._keys = (_file_key(cert), _file_key(key))
+        self._checked = time.monotonic()
+        self._lock = threading.Lock()
+
+    def maybe_reload(self) -> None:
+        now = time.monotonic()
+        with self._lock:
+            if now - self._checked < RELOAD_CHECK_S:
+                return
+            self._checked = now
+            keys = (_file_key(self.cert), _file_key(self.key))
+            if keys == self._keys:
+                return
+            try:
+                self.context.load_cert_chain(self.cert, self.key)
+            except (ssl.SSLError, OSError) as exc:
+                log.error(
+                    "cannot reload the metrics TLS certificate; keeping the old one",
+                    cert=str(self.cert),
+                    error=str(exc),
+                )
+                return
+            self._keys = keys
+            log.info("metrics TLS certificate reloaded", cert=str(self.cert))
+
+
+class _QuietHandler(WSGIRequestHandler):
+    """Scrapes are not worth a log line each; failures show up as errors in Prometheus."""
+
+    timeout = CONNECTION_TIMEOUT_S
+
+    def setup(self) -> None:
+        super().setup()  # sets the timeout, which now bounds the handshake too
+        if isinstance(self.connection, ssl.SSLSocket):
+            self.connection.do_handshake()
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass
+
+
+class _Server(ThreadingMixIn, WSGIServer):
+    daemon_threads = True
+    allow_reuse_address = True
+    tls: TlsFiles | None = None
+
+    def get_request(self) -> tuple[socket.socket, Any]:
+        if self.tls is not None:
+            self.tls.maybe_reload()
+        return super().get_request()
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        # A client that hangs up, fails the handshake or times out: not our problem to print.
+        log.debug("metrics connection failed", client=str(client_address))
+
+
+def _server_class(host: str) -> type[_Server]:
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    return type("MetricsHTTPServer", (_Server,), {"address_family": family})
+
+
+@dataclass
+class MetricsServer:
+    """Serves ``registry`` on (host, port) until ``stop``."""
+
+    registry: CollectorRegistry
+    host: str
+    port: int
+    tls: TlsFiles | None = None
+    password: PasswordFile | None = None
+
+    def __post_init__(self) -> None:
+        self._httpd: _Server | None = None
+        self._thread: threading.Thread | None = None
+
+    @property
+    def scheme(self) -> str:
+        return "https" if self.tls is not None else "http"
+
+    @property
+    def url(self) -> str:
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return f"{self.scheme}://{host}:{self.port}/metrics"
+
+    def start(self) -> str:
+        """Bind and serve in a background thread; returns the URL (with the real port)."""
+        app: WsgiApp = make_wsgi_app(self.registry)
+        if self.password is not None:
+            app = basic_auth(app, self.password)
+        httpd = make_server(
+            self.host,
+            self.port,
+            app,
+            server_class=_server_class(self.host),
+            handler_class=_QuietHandler,
+        )
+        if self.tls is not None:
+            httpd.tls = self.tls
+            httpd.socket = self.tls.context.wrap_socket(
+                httpd.socket, server_side=True, do_handshake_on_connect=False
+            )
+        self.port = httpd.server_address[1]
+        self._httpd = httpd
+        self._thread = threading.Thread(
+            target=httpd.serve_forever,
+            kwargs={"poll_interval": 0.1},
+            name="metrics-http",
+            daemon=True,
+        )
+        self._thread.start()
+        return self.url
+
+    def stop(self) -> None:
+        if self._httpd is None:
+            return
+        self._httpd.shutdown()
+        self._httpd.server_close()
+        self._httpd = None

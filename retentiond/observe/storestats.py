@@ -1,0 +1,127 @@
+"""How big and how old the store is, per kind, as of the last scan: the scrape-time cache.
+
+A scrape must stay cheap on a store with 100,000 consume queues, and must never wait for a
+round. So nothing here runs at scrape time: ``store_stats`` is computed in the round thread,
+right after a round (or the daemon's startup scan), from what that round already looked at,
+and the result — an immutable ``StoreStats`` — replaces the previous one with a single
+reference assignment. A scrape reads whichever snapshot is current, without a lock.
+
+Where each number comes from, and how fresh it is:
+
+* **commitlog** — the plan lists every CommitLog file with the size and mtime the scan saw;
+  the files this round deleted are subtracted. Fresh after every round.
+* **index** — the index directory holds a few dozen files at most; it is listed (and each file
+  stat-ed) after every round. Fresh after every round.
+* **consumequeue** — listing every queue directory is exactly the cost to avoid, so the counts
+  come from the rounds that walked the queues anyway: those in which the CommitLog minimum
+  moved (``QueuesPlan.examined``) and the startup scan. Other rounds keep the previous
+  figures; their time is exported (``retentiond_store_scan_timestamp_seconds``) so the age of
+  the cache is visible. Bytes are ``files × mappedFileSizeConsumeQueue``: the broker creates
+  every ConsumeQueue file at its full size. The oldest file is the oldest *first remaining
+  file* among queues with more than one file (those are the files the planner already stat-ed;
+  a queue's single file is the one being written, and is never stat-ed).
+
+Ages are not stored: the oldest mtime is, and the collector subtracts it from the clock at
+scrape time, so an age keeps growing between rounds as it does on disk.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+from retentiond.policy.plan import Decision, Plan
+from retentiond.reasons import Kind
+from retentiond.settings import Settings
+
+
+@dataclass(frozen=True)
+class KindStats:
+    files: int
+    bytes: int
+    oldest_mtime_ms: int | None  # None: no file (or none whose age is known)
+    scanned_ms: int  # when these figures were taken
+
+
+@dataclass(frozen=True)
+class StoreStats:
+    kinds: dict[Kind, KindStats] = field(default_factory=dict)
+    commitlog_min_offset: int | None = None  # start offset of the oldest CommitLog file left
+
+
+def _commitlog(plan: Plan, gone: frozenset[str]) -> tuple[KindStats, int | None]:
+    left = [d for d in plan.commitlog.decisions if d.path not in gone and d.identity is not None]
+    stats = KindStats(
+        files=len(left),
+        bytes=sum(d.identity.size for d in left if d.identity is not None),
+        oldest_mtime_ms=min((d.identity.mtime_ms for d in left if d.identity), default=None),
+        scanned_ms=plan.now_ms,
+    )
+    return stats, (left[0].start_offset if left else None)
+
+
+def list_index(index_dir: str, now_ms: int) -> KindStats:
+    """One listing of the (small) index directory: regular files only, symlinks not followed."""
+    files = size = 0
+    oldest: int | None = None
+    try:
+        with os.scandir(index_dir) as entries:
+            for entry in entries:
+                if not entry.is_file(follow_symlinks=False):
+                    continue
+                try:
+                    st = entry.stat(follow_symlinks=False)
+                except OSError:
+                    continue
+                files += 1
+                size += st.st_size
+                mtime = st.st_mtime_ns // 1_000_000
+                oldest = mtime if oldest is None else min(oldest, mtime)
+    except OSError:
+        pass  # no index directory yet: zero files
+    return KindStats(files, size, oldest, now_ms)
+
+
+def _consumequeue(plan: Plan, gone: frozenset[str], settings: Settings) -> KindStats | None:
+    """None when this plan did not walk the queues (keep the previous figures)."""
+    queues = plan.queues
+    if not queues.examined:
+        return None
+    deleted = sum(1 for q in queues.queues for d in q.deleted if d.path in gone)
+    files = queues.file_count - deleted
+    oldest: int | None = None
+    for q in queues.queues:
+        first = _first_left(q.deleted, q.stop, gone)
+        if first is not None and first.identity is not None:
+            mtime = first.identity.mtime_ms
+            oldest = mtime if oldest is None else min(oldest, mtime)
+    return KindStats(files, files * settings.mapped_file_size_consumequeue, oldest, plan.now_ms)
+
+
+def _first_left(deleted: Iterable[Decision], stop: Decision | None, gone: frozenset[str]):
+    """The oldest file of a queue still on disk after the round, if the planner stat-ed it."""
+    for d in deleted:
+        if d.path not in gone:
+            return d  # planned, but not deleted (a failure or a dry run)
+    return stop
+
+
+def store_stats(
+    plan: Plan,
+    settings: Settings,
+    gone: frozenset[str],
+    previous: StoreStats | None,
+) -> StoreStats:
+    """The figures after a round that deleted ``gone`` (empty for a scan or a dry run)."""
+    commitlog, min_offset = _commitlog(plan, gone)
+    kinds = {
+        Kind.COMMITLOG: commitlog,
+        Kind.INDEX: list_index(str(settings.index_dir), plan.now_ms),
+    }
+    cq = _consumequeue(plan, gone, settings)
+    if cq is None and previous is not None:
+        cq = previous.kinds.get(Kind.CONSUMEQUEUE)
+    if cq is not None:
+        kinds[Kind.CONSUMEQUEUE] = cq
+    return StoreStats(kinds, min_offset)

@@ -1,0 +1,182 @@
+"""Files another process holds: defer, then force (upstream ReferenceResource, spec §4.6-4.7).
+
+Upstream's ``destroy(intervalForcibly)`` fails while a reader holds the file, remembers the
+first attempt, and succeeds once ``intervalForcibly`` has passed since then. The pass stops at
+the file that failed ("the round stops there"). Here a *reader* is any process other than the
+store's owner (the lock holder) and ourselves with the file open or mapped; when we cannot see
+every process, every file counts as held (never delete on doubt).
+
+The intervals are upstream's: ``destroyMapedFileIntervalForcibly`` for CommitLog files (the
+only one upstream makes configurable), a fixed 60 s for ConsumeQueue files
+(``deleteExpiredFileByOffset`` calls ``destroy(1000 * 60)``) and 3 s for index files
+(``IndexService.deleteExpiredFile`` calls ``destroy(3000)``).
+
+Pure functions: the caller supplies who holds what and the remembered first attempts.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, replace
+
+from retentiond.policy.plan import CommitLogPlan, Decision, QueueDecision, QueuesPlan
+from retentiond.reasons import Kind, Reason, Verdict
+from retentiond.settings import Settings
+from retentiond.store.snapshot import FileIdentity
+
+CONSUMEQUEUE_FORCIBLY_MS = 60_000  # MappedFileQueue.deleteExpiredFileByOffset: destroy(1000*60)
+INDEX_FORCIBLY_MS = 3_000  # IndexService.deleteExpiredFile: destroy(3000)
+
+# Who holds a planned file: pids other than the owner and us; None when that cannot be known.
+HoldersOf = Callable[[Decision], frozenset[int] | None]
+
+
+@dataclass(frozen=True)
+class HoldRules:
+    """Forcible interval per kind, in ms. CommitLog follows the configuration."""
+
+    commitlog_ms: int
+    consumequeue_ms: int = CONSUMEQUEUE_FORCIBLY_MS
+    index_ms: int = INDEX_FORCIBLY_MS
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> HoldRules:
+        return cls(settings.destroy_mapped_file_interval_forcibly_ms)
+
+    def interval(self, kind: Kind) -> int:
+        if kind is Kind.COMMITLOG:
+            return self.commitlog_ms
+        return self.consumequeue_ms if kind is Kind.CONSUMEQUEUE else self.index_ms
+
+
+@dataclass(frozen=True)
+class HeldFile:
+    """A file whose deletion was deferred because it was held: upstream's firstShutdown."""
+
+    kind: Kind
+    first_attempt_ms: int
+    identity: FileIdentity | None
+    reason: Reason  # why it was to be deleted when first attempted
+    holders: tuple[int, ...]  # () when the holders could not be seen
+
+    def as_dict(self, path: str) -> dict[str, object]:
+        return {
+            "file": path,
+            "kind": str(self.kind),
+            "first_attempt_ms": self.first_attempt_ms,
+            "reason": str(self.reason),
+            "holders": list(self.holders),
+        }
+
+
+def _holders_text(holders: frozenset[int] | None) -> str:
+    if holders is None:
+        return "holders cannot be seen (unreadable /proc entries)"
+    return "held by pid " + ",".join(str(p) for p in sorted(holders))
+
+
+def resolve(
+    d: Decision,
+    holders: frozenset[int] | None,
+    held: HeldFile | None,
+    now_ms: int,
+    interval_ms: int,
+) -> tuple[Decision, HeldFile | None]:
+    """One planned deletion against its holders: go, wait, or go forcibly.
+
+    Returns the decision to act on and the held record to remember (None: nothing to remember).
+    """
+    if held is not None and held.identity != d.identity:
+        held = None  # a different file under the same name: its own first attempt
+    if holders is not None and not holders:
+        return d, held  # nobody else holds it: its own reason stands
+    if held is not None and now_ms - held.first_attempt_ms >= interval_ms:  # upstream ">="
+        detail = f"{_holders_text(holders)}; first attempt {now_ms - held.first_attempt_ms} ms ago"
+        return d._replace(reason=Reason.FORCED_AFTER_HOLD, detail=detail), held
+    if held is None:
+        held = HeldFile(d.kind, now_ms, d.identity, d.reason, tuple(sorted(holders or ())))
+    wait = interval_ms - (now_ms - held.first_attempt_ms)
+    detail = f"{_holders_text(holders)}; forced in {wait} ms"
+    kept = d._replace(verdict=Verdict.KEEP, reason=Reason.HELD_BY_OTHER_PROCESS, detail=detail)
+    return kept, held
+
+
+def _behind(d: Decision) -> Decision:
+    detail = "behind a held file"
+    return d._replace(verdict=Verdict.KEEP, reason=Reason.AFTER_FIRST_KEPT, detail=detail)
+
+
+def _walk(
+    decisions: tuple[Decision, ...],
+    holders_of: HoldersOf,
+    held: Mapping[str, HeldFile],
+    now_ms: int,
+    rules: HoldRules,
+    seen: dict[str, HeldFile],
+) -> tuple[Decision, ...]:
+    """Oldest first; the first file that must wait keeps everything behind it."""
+    out: list[Decision] = []
+    stopped = False
+    for d in decisions:
+        if not d.delete:
+            out.append(d)
+            continue
+        if stopped:
+            out.append(_behind(d))
+            continue
+        nd, record = resolve(d, holders_of(d), held.get(d.path), now_ms, rules.interval(d.kind))
+        if record is not None:
+            seen[d.path] = record
+        out.append(nd)
+        stopped = not nd.delete
+    return tuple(out)
+
+
+def hold_commitlog(
+    plan: CommitLogPlan,
+    holders_of: HoldersOf,
+    held: Mapping[str, HeldFile],
+    now_ms: int,
+    rules: HoldRules,
+    seen: dict[str, HeldFile],
+) -> CommitLogPlan:
+    """The CommitLog plan with held files deferred (or forced); ``seen`` collects the held."""
+    if not plan.deletions():
+        return plan
+    decisions = _walk(plan.decisions, holders_of, held, now_ms, rules, seen)
+    remaining = [d for d in decisions if not d.delete]
+    after = remaining[0].start_offset if remaining else -1
+    return replace(plan, decisions=decisions, min_offset_after=after)  # type: ignore[arg-type]
+
+
+def hold_queues(
+    plan: QueuesPlan,
+    holders_of: HoldersOf,
+    held: Mapping[str, HeldFile],
+    now_ms: int,
+    rules: HoldRules,
+    seen: dict[str, HeldFile],
+) -> QueuesPlan:
+    """Each queue stops at its first held file; the index list likewise."""
+    if not plan.examined:
+        return plan
+    queues: list[QueueDecision] = []
+    changed = False
+    for q in plan.queues:
+        if not q.deleted:
+            queues.append(q)
+            continue
+        walked = _walk(q.deleted, holders_of, held, now_ms, rules, seen)
+        go = tuple(d for d in walked if d.delete)
+        if len(go) == len(q.deleted):
+            queues.append(q._replace(deleted=walked))
+        else:
+            queues.append(q._replace(deleted=go, stop=walked[len(go)]))
+        changed = True
+    index = plan.index
+    if any(d.delete for d in index):
+        index = _walk(index, holders_of, held, now_ms, rules, seen)
+        changed = True
+    if not changed:
+        return plan
+    return replace(plan, queues=tuple(queues), index=index)

@@ -1,0 +1,444 @@
+"""The fleet analysis end to end: a week of twelve brokers' journals, written by the real
+engine over generated stores (``fleet_sim``), shipped by the real shipper, analysed by the job
+on a local Spark; every table is checked against values computed here, in plain Python, from
+the records the journals acknowledged. The Parquet output is read back with DuckDB, so no
+Spark code is involved on the checking side either.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import logging
+import math
+from collections import defaultdict
+from collections.abc import Iterator
+from datetime import UTC, date, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.conftest import need
+from tests.e2e import fleet_sim
+
+pytestmark = pytest.mark.slow
+
+HOUR = 3_600_000.0
+KEY = ("cluster", "broker", "host")
+OVER_MAX = {"over_max_ratio", "clean_forcibly", "warning_level"}
+OVER_FORCIBLY = {"clean_forcibly", "warning_level"}
+
+
+# --- fixtures ------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def spark() -> Iterator[Any]:
+    """One local Spark for the whole module (starting a JVM costs seconds)."""
+    try:
+        from pyspark.sql import SparkSession
+    except ImportError:
+        need(False, "pyspark is not installed (pip install -e '.[spark]')")
+    import shutil
+
+    need(shutil.which("java") is not None, "java is not installed")
+    session = (
+        SparkSession.builder.master("local[2]")
+        .appName("retentiond-tests")
+        .config("spark.ui.enabled", "false")
+        .config("spark.sql.shuffle.partitions", "4")
+        .getOrCreate()
+    )
+    session.sparkContext.setLogLevel("ERROR")
+    yield session
+    session.stop()
+
+
+@pytest.fixture(scope="module")
+def fleet(tmp_path_factory: pytest.TempPathFactory) -> fleet_sim.Fleet:
+    logging.getLogger().setLevel(logging.WARNING)
+    return fleet_sim.build(tmp_path_factory.mktemp("fleet"))
+
+
+@pytest.fixture(scope="module")
+def analysis(spark: Any, fleet: fleet_sim.Fleet, tmp_path_factory: pytest.TempPathFactory):
+    from retentiond.analytics.job import analyze
+
+    out = tmp_path_factory.mktemp("analysis")
+    result = analyze(spark, str(fleet.target), str(out / "tables"), report_dir=out / "report")
+    return out, result
+
+
+def table(analysis: tuple[Path, Any], name: str) -> list[dict[str, Any]]:
+    import duckdb
+
+    out, _ = analysis
+    con = duckdb.connect()
+    rel = con.sql(
+        f"SELECT * FROM read_parquet('{out}/tables/{name}/*/*.parquet', hive_partitioning=true)"
+    )
+    cols = rel.columns
+    rows = [dict(zip(cols, values, strict=True)) for values in rel.fetchall()]
+    for r in rows:
+        r["dt"] = str(r["dt"])
+    return rows
+
+
+# --- independent expectations --------------------------------------------------------------
+
+
+def day(ms: int) -> str:
+    return datetime.fromtimestamp(ms / 1000, UTC).strftime("%Y-%m-%d")
+
+
+def pct(values: list[float], p: float) -> float:
+    s = sorted(values)
+    pos = p * (len(s) - 1)
+    lo, hi = math.floor(pos), math.ceil(pos)
+    return s[lo] + (s[hi] - s[lo]) * (pos - lo)
+
+
+def key(r: dict[str, Any], *extra: str) -> tuple:
+    return tuple(r[k] for k in (*KEY, *extra))
+
+
+def deletions(fleet: fleet_sim.Fleet) -> list[dict[str, Any]]:
+    return [
+        {**r, "dt": day(r["time_ms"])}
+        for r in fleet.records()
+        if r["type"] == "deletion" and not r["dry_run"]
+    ]
+
+
+def rounds(fleet: fleet_sim.Fleet) -> list[dict[str, Any]]:
+    """Round records with their ratio and the time each stands for (see docs/journal.md)."""
+    by_broker: dict[tuple, list[dict[str, Any]]] = defaultdict(list)
+    for r in fleet.records():
+        if r["type"] == "round":
+            by_broker[key(r)].append(r)
+    out = []
+    for rs in by_broker.values():
+        rs.sort(key=lambda r: r["time_ms"])
+        for i, r in enumerate(rs):
+            t = r["triggers"]
+            ratios = [x for x in (t["physic_ratio"], t["logics_ratio"]) if x is not None]
+            if i + 1 < len(rs):
+                weight = min(rs[i + 1]["time_ms"] - r["time_ms"], 2 * r["interval_ms"])
+            else:
+                weight = r["interval_ms"]
+            out.append(
+                {
+                    **r,
+                    "dt": day(r["time_ms"]),
+                    "ratio": max(ratios) if ratios else None,
+                    "state": t["disk_state"],
+                    "weight": weight,
+                    "stuck": t["usage_exceeds"] and r["deleted"]["commitlog"]["files"] == 0,
+                }
+            )
+    return out
+
+
+def group(rows: list[dict[str, Any]], *extra: str) -> dict[tuple, list[dict[str, Any]]]:
+    out: dict[tuple, list[dict[str, Any]]] = defaultdict(list)
+    for r in rows:
+        out[(r["dt"], *key(r, *extra))].append(r)
+    return out
+
+
+def close(a: object, b: object) -> bool:
+    if isinstance(a, float) or isinstance(b, float):
+        if a is None or b is None:
+            return a is b
+        return math.isclose(a, b, rel_tol=1e-9, abs_tol=1e-9)  # type: ignore[arg-type]
+    return a == b
+
+
+def assert_table(got: list[dict[str, Any]], expected: dict[tuple, dict[str, Any]], keys: tuple):
+    by_key = {tuple(r[k] for k in keys): r for r in got}
+    assert set(by_key) == set(expected)
+    for k, want in expected.items():
+        row = by_key[k]
+        bad = {c: (row[c], v) for c, v in want.items() if not close(row[c], v)}
+        assert not bad, f"{k}: (got, expected) {bad}"
+
+
+# --- the scenario really covers what the tables are about ----------------------------------
+
+
+def test_the_simulated_week_exercises_every_story(fleet: fleet_sim.Fleet) -> None:
+    dels = deletions(fleet)
+    rs = rounds(fleet)
+    assert len({(r["cluster"], r["broker"]) for r in rs}) == 12
+    assert len({r["dt"] for r in rs}) == 7
+    reasons = {r["reason"] for r in dels}
+    assert {"expired", "disk_over_max_ratio", "forced_over_clean_forcibly_ratio"} <= reasons
+    assert "below_commitlog_min_offset" in reasons
+    assert any(r["state"] == "warning_level" for r in rs)
+    assert any(r["stuck"] for r in rs)
+    assert all(not r.error for r in fleet.ship_results)
+
+
+def test_every_acknowledged_record_is_shipped_exactly_once(fleet: fleet_sim.Fleet) -> None:
+    shipped = []
+    for path in sorted(fleet.target.rglob("*.jsonl.gz")):
+        parts = dict(p.split("=", 1) for p in path.parent.parts if "=" in p)
+        kind = path.relative_to(fleet.target).parts[0]
+        with gzip.open(path, "rt") as fh:
+            for line in fh:
+                record = json.loads(line)
+                assert record["type"] == kind
+                assert (day(record["time_ms"]), record["cluster"], record["broker"]) == (
+                    parts["dt"],
+                    parts["cluster"],
+                    parts["broker"],
+                )
+                shipped.append(record)
+    assert not list(fleet.target.rglob(".*")), "temporary files left behind"
+    canon = sorted(json.dumps(r, sort_keys=True) for r in fleet.records())
+    # The journal stamps store and schema version too; the ledger knows all other fields.
+    got = sorted(
+        json.dumps({k: v for k, v in r.items() if k not in ("store", "schema_version")},
+                   sort_keys=True)
+        for r in shipped
+    )  # fmt: skip
+    assert got == canon
+    for b in fleet.brokers:
+        assert [p.name for p in b.journal_dir.glob("journal-*.jsonl")] == [
+            p.name for p in sorted(b.journal_dir.glob("journal-*.jsonl"))[-1:]
+        ], "only the (empty) active segment stays local"
+
+
+# --- the tables ----------------------------------------------------------------------------
+
+
+def test_daily_reclaim(fleet, analysis) -> None:
+    expected = {
+        k: {"files": len(rs), "bytes": sum(r["bytes"] for r in rs)}
+        for k, rs in group(deletions(fleet), "kind", "reason").items()
+    }
+    assert_table(table(analysis, "daily_reclaim"), expected, ("dt", *KEY, "kind", "reason"))
+
+
+def test_forced_deletions(fleet, analysis) -> None:
+    forced = [r for r in deletions(fleet) if r["forced"]]
+    assert forced
+    expected = {}
+    for k, rs in group(forced).items():
+        ages = [r["age_ms"] for r in rs]
+        expected[k] = {
+            "files": len(rs),
+            "bytes": sum(r["bytes"] for r in rs),
+            "min_age_hours": min(ages) / HOUR,
+            "median_age_hours": pct(ages, 0.5) / HOUR,
+            "max_age_hours": max(ages) / HOUR,
+            "file_reserved_time_hours": max(r["file_reserved_time_hours"] for r in rs),
+        }
+    assert_table(table(analysis, "forced_deletions"), expected, ("dt", *KEY))
+    # Forced means younger than fileReservedTime, which is what makes it worth a table.
+    assert all(r["age_ms"] < r["file_reserved_time_hours"] * HOUR for r in forced)
+
+
+def test_effective_retention(fleet, analysis) -> None:
+    cl = [r for r in deletions(fleet) if r["kind"] == "commitlog"]
+    expected = {}
+    for k, rs in group(cl).items():
+        ages = [r["age_ms"] for r in rs]
+        reserved = max(r["file_reserved_time_hours"] for r in rs)
+        expected[k] = {
+            "files": len(rs),
+            "forced_files": sum(r["forced"] for r in rs),
+            "min_age_hours": min(ages) / HOUR,
+            "p50_age_hours": pct(ages, 0.5) / HOUR,
+            "p95_age_hours": pct(ages, 0.95) / HOUR,
+            "max_age_hours": max(ages) / HOUR,
+            "file_reserved_time_hours": reserved,
+            "p50_vs_reserved": pct(ages, 0.5) / HOUR / reserved,
+        }
+    assert_table(table(analysis, "effective_retention"), expected, ("dt", *KEY))
+
+
+def test_disk_pressure(fleet, analysis) -> None:
+    expected = {}
+    for k, rs in group(rounds(fleet)).items():
+        ratios = [r["ratio"] for r in rs]
+        expected[k] = {
+            "rounds": len(rs),
+            "max_ratio": max(ratios),
+            "avg_ratio": sum(ratios) / len(ratios),
+            "ms_over_max_ratio": sum(r["weight"] for r in rs if r["state"] in OVER_MAX),
+            "ms_over_clean_forcibly": sum(r["weight"] for r in rs if r["state"] in OVER_FORCIBLY),
+            "ms_over_warning_level": sum(r["weight"] for r in rs if r["state"] == "warning_level"),
+            "stuck_rounds": sum(r["stuck"] for r in rs),
+            "error_rounds": 0,
+            "max_expired_pending": max(r["expired_pending"] for r in rs),
+        }
+    assert_table(table(analysis, "disk_pressure"), expected, ("dt", *KEY))
+
+
+def forecasts(fleet: fleet_sim.Fleet) -> dict[tuple, dict[str, Any]]:
+    rs = rounds(fleet)
+    as_of = max(r["dt"] for r in rs)
+    peaks: dict[tuple, dict[str, float]] = defaultdict(dict)
+    for k, day_rounds in group(rs).items():
+        peaks[k[1:]][k[0]] = max(r["ratio"] for r in day_rounds)
+    out = {}
+    for k, by_day in peaks.items():
+        xs = [float((date.fromisoformat(d) - date(1970, 1, 1)).days) for d in sorted(by_day)]
+        ys = [by_day[d] for d in sorted(by_day)]
+        mx, my = sum(xs) / len(xs), sum(ys) / len(ys)
+        slope = sum((x - mx) * (y - my) for x, y in zip(xs, ys, strict=True)) / sum(
+            (x - mx) ** 2 for x in xs
+        )
+        fitted = my - slope * mx + slope * xs[-1]
+        last = max(
+            (r for r in rs if key(r) == k), key=lambda r: r["time_ms"]
+        )  # the broker's latest round
+        warning = last["thresholds"]["warning_level_ratio"]
+        if fitted >= warning:
+            days: float | None = 0.0
+        elif slope > 0:
+            days = (warning - fitted) / slope
+        else:
+            days = None
+        projected = None
+        if days is not None and days <= 3650:
+            projected = (date.fromisoformat(max(by_day)) + timedelta(math.ceil(days))).isoformat()
+        out[(as_of, *k)] = {
+            "n_days": len(xs),
+            "first_dt": min(by_day),
+            "last_dt": max(by_day),
+            "latest_ratio": last["ratio"],
+            "last_day_max_ratio": ys[-1],
+            "slope_per_day": slope,
+            "fitted_ratio_now": fitted,
+            "warning_level_ratio": warning,
+            "days_to_warning": days,
+            "projected_warning_date": projected,
+        }
+    return out
+
+
+def test_capacity_forecast(fleet, analysis) -> None:
+    expected = forecasts(fleet)
+    assert_table(table(analysis, "capacity_forecast"), expected, ("dt", *KEY))
+    days = [v["days_to_warning"] for v in expected.values()]
+    assert any(d == 0.0 for d in days), "a broker already at the warning level"
+    assert any(d is not None and 0 < d <= 30 for d in days), "a broker heading there"
+    assert any(d is None for d in days), "a broker with a flat or falling trend"
+
+
+def expected_fleet(fleet: fleet_sim.Fleet) -> dict[tuple, dict[str, Any]]:
+    """The risk points of docs/journal.md, applied to plain-Python aggregates."""
+    dels, rs, fc = deletions(fleet), rounds(fleet), forecasts(fleet)
+    out = {}
+    for (as_of, *k), f in fc.items():
+        mine = [r for r in dels if list(key(r)) == k]
+        cl_ages = [r["age_ms"] for r in mine if r["kind"] == "commitlog"]
+        forced = [r for r in mine if r["forced"]]
+        my_rounds = sorted((r for r in rs if list(key(r)) == k), key=lambda r: r["time_ms"])
+        row = {
+            "files_deleted": len(mine),
+            "bytes_reclaimed": sum(r["bytes"] for r in mine),
+            "forced_files": len(forced),
+            "forced_bytes": sum(r["bytes"] for r in forced),
+            "forced_min_age_hours": min(r["age_ms"] for r in forced) / HOUR if forced else None,
+            "retention_p50_hours": pct(cl_ages, 0.5) / HOUR if cl_ages else None,
+            "file_reserved_time_hours": my_rounds[-1]["file_reserved_time_hours"],
+            "rounds": len(my_rounds),
+            "ms_over_warning_level": sum(
+                r["weight"] for r in my_rounds if r["state"] == "warning_level"
+            ),
+            "stuck_rounds": sum(r["stuck"] for r in my_rounds),
+            "error_rounds": 0,
+            "days_to_warning": f["days_to_warning"],
+            "projected_warning_date": f["projected_warning_date"],
+        }
+        score, factors = 0, []
+        d = row["days_to_warning"]
+        if d is not None and d <= 7:
+            score, factors = score + 40, [*factors, "warning_within_7d"]
+        elif d is not None and d <= 30:
+            score, factors = score + 20, [*factors, "warning_within_30d"]
+        if row["ms_over_warning_level"] > 0:
+            score, factors = score + 30, [*factors, "hit_warning_level"]
+        if row["forced_files"] > 0:
+            score, factors = score + 20, [*factors, "forced_deletions"]
+        if row["stuck_rounds"] > 0:
+            score, factors = score + 15, [*factors, "stuck_over_max_ratio"]
+        p50, reserved = row["retention_p50_hours"], row["file_reserved_time_hours"]
+        if p50 is not None and p50 < reserved:
+            score, factors = score + 10, [*factors, "retention_below_reserved"]
+        row["risk_score"] = score
+        row["risk_factors"] = factors
+        row["risk_level"] = (
+            "high" if score >= 40 else "medium" if score >= 20 else "low" if score else "ok"
+        )
+        row["_latest"] = f["latest_ratio"]
+        out[(as_of, *k)] = row
+    ranked = sorted(
+        out.items(),
+        key=lambda kv: (
+            -kv[1]["risk_score"],
+            kv[1]["days_to_warning"] if kv[1]["days_to_warning"] is not None else math.inf,
+            -kv[1]["_latest"],
+            kv[0][1:],
+        ),
+    )
+    for i, (_, row) in enumerate(ranked, 1):
+        row["rank"] = i
+        del row["_latest"]
+    return out
+
+
+def test_fleet_summary_ranks_every_broker_by_risk(fleet, analysis) -> None:
+    got = table(analysis, "fleet_summary")
+    assert len(got) == 12
+    for r in got:
+        r["risk_factors"] = list(r["risk_factors"])
+    assert_table(got, expected_fleet(fleet), ("dt", *KEY))
+    by_rank = sorted(got, key=lambda r: r["rank"])
+    assert by_rank[0]["risk_level"] == "high"
+    assert {r["risk_level"] for r in got} >= {"high", "ok"}
+
+
+def test_report_names_the_brokers_at_risk_with_numbers(fleet, analysis) -> None:
+    out, result = analysis
+    text = (out / "report" / "report.md").read_text()
+    at_risk = text.split("## Brokers at risk", 1)[1].split("## Fleet", 1)[0]
+    for r in table(analysis, "fleet_summary"):
+        name = f"{r['cluster']}/{r['broker']}@{r['host']}"
+        assert (name in at_risk) == (r["risk_level"] in ("high", "medium")), name
+        for reason in r["risk_reasons"]:
+            assert reason in at_risk
+    assert "force-deleted" in at_risk and "warning level" in at_risk
+    html = (out / "report" / "report.html").read_text()
+    assert html.count("data:image/png;base64,") == 3
+    for png in ("disk_ratio.png", "reclaim.png", "retention.png"):
+        assert (out / "report" / png).read_bytes().startswith(b"\x89PNG")
+    assert result.counts["fleet_summary"] == 12
+
+
+def test_since_limits_the_window_and_rerun_replaces_partitions(fleet, analysis, spark) -> None:
+    from retentiond.analytics.job import analyze
+
+    out, _ = analysis
+    days = sorted({r["dt"] for r in table(analysis, "disk_pressure")})
+    since = days[-2]
+    again = analyze(spark, str(fleet.target), str(out / "tables"), since=since)
+    assert again.as_of == days[-1]
+    pressure = table(analysis, "disk_pressure")
+    assert sorted({r["dt"] for r in pressure}) == days, "older partitions are kept"
+    forecast = [r for r in table(analysis, "capacity_forecast")]
+    assert {r["n_days"] for r in forecast} == {2}, "the forecast only saw the window"
+    test_disk_pressure(fleet, analysis)  # the replaced days hold the same values
+
+
+def test_an_empty_target_is_no_records_not_an_error(spark, tmp_path: Path) -> None:
+    from retentiond.analytics.job import analyze
+
+    (tmp_path / "target" / "round").mkdir(parents=True)  # a type with no files, the rest absent
+    result = analyze(spark, str(tmp_path / "target"), str(tmp_path / "out"))
+    assert result.as_of is None
+    assert not (tmp_path / "out").exists()

@@ -1,0 +1,81 @@
+"""The daemon's shipping job: `retentiond run` with a target ships its closed segments on its
+own, every `retentiond.ship.interval`, while the rounds go on."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import signal
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from retentiond.storegen import StoreSpec, generate_store, write_config
+
+pytestmark = pytest.mark.slow
+
+
+def test_the_daemon_ships_closed_segments_on_its_own(tmp_path: Path) -> None:
+    spec = StoreSpec(commitlog_file_size=4096, messages=20, message_size=500)
+    store = generate_store(tmp_path / "store", spec)
+    target = tmp_path / "fleet"
+    target.mkdir()
+    config = write_config(
+        store.root,
+        spec,
+        tmp_path / "broker.yaml",
+        brokerClusterName="cluster-9",
+        brokerName="broker-z",
+        cleanResourceInterval=200,
+        retentiond={
+            "initialDelay": 0,
+            "controlSocket": str(tmp_path / "control.sock"),
+            "journal": {"dir": str(tmp_path / "journal"), "maxSegmentAge": 1000},
+            "ship": {"target": str(target), "interval": 1000},
+            "metrics": {"listen": "127.0.0.1:0"},
+        },
+    )
+    log = tmp_path / "daemon.log"
+    command = [sys.executable, "-m", "retentiond", "--log-format", "json", "run"]
+    proc = subprocess.Popen(
+        [*command, "--config", str(config)], stdout=log.open("w"), stderr=subprocess.STDOUT
+    )
+    try:
+        deadline = time.monotonic() + 30
+        files: list[Path] = []
+        while time.monotonic() < deadline and not files:
+            files = list(target.glob("round/dt=*/cluster=cluster-9/broker=broker-z/*.jsonl.gz"))
+            time.sleep(0.2)
+        assert files, "nothing shipped within 30 s"
+        with gzip.open(files[0], "rt") as fh:
+            first = json.loads(fh.readline())
+        assert (first["type"], first["cluster"], first["broker"]) == (
+            "round",
+            "cluster-9",
+            "broker-z",
+        )
+        url = next(
+            json.loads(line)["url"]
+            for line in log.read_text().splitlines()
+            if '"metrics listening"' in line
+        )
+        with urllib.request.urlopen(url, timeout=10) as resp:
+            metrics = resp.read().decode()
+        shipped = [
+            float(line.split()[-1])
+            for line in metrics.splitlines()
+            if line.startswith(
+                'retentiond_ship_segments_shipped_total{broker="broker-z",cluster="cluster-9"}'
+            )
+        ]
+        assert shipped and shipped[0] >= 1, metrics[-2000:]
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=15)
+    out = log.read_text()
+    assert proc.returncode == 0, out[-3000:]
+    assert '"journal shipped"' in out
