@@ -730,6 +730,20 @@ PRESETS: dict[str, StoreSpec] = {
         preallocate=False,
     ),
     # 100,000 queues with 2 ConsumeQueue files each; ~74 sparse 1 GiB CommitLog files.
+    # The daemon tests' store: 40 CommitLog files of 64 KiB (63 messages each) whose ages
+    # spread over 130 h, so about 17 are older than 72 h and about 32 older than 24 h.
+    "daemon-test": StoreSpec(
+        commitlog_file_size=64 * 1024,
+        cq_file_size=30 * CQ_UNIT_SIZE,
+        max_hash_slot_num=100,
+        max_index_num=256,
+        messages=40 * 63 - 30,
+        message_size=1024,
+        topics=2,
+        queues_per_topic=2,
+        oldest_age_hours=130.0,
+        newest_age_hours=0.0,
+    ),
     "bench-100k": StoreSpec(
         commitlog_file_size=1024 * 1024 * 1024,
         cq_file_size=2 * CQ_UNIT_SIZE,

@@ -30,7 +30,7 @@ import pytest
 import yaml
 
 from retentiond.journal import read_records
-from retentiond.storegen import GeneratedStore, StoreSpec, generate_store, write_config
+from retentiond.storegen import PRESETS, GeneratedStore, generate_store, write_config
 from tests.conftest import run_cli
 
 pytestmark = pytest.mark.slow
@@ -40,18 +40,7 @@ RETENTIOND = (sys.executable, "-m", "retentiond", "--log-format", "json")
 ALL_HOURS = ";".join(f"{h:02d}" for h in range(24))
 # 40 CommitLog files of 64 KiB (63 messages each) whose ages spread evenly over 130 h: about
 # seventeen are older than 72 h, about thirty-two older than 24 h.
-SPEC = StoreSpec(
-    commitlog_file_size=64 * 1024,
-    cq_file_size=30 * 20,
-    max_hash_slot_num=100,
-    max_index_num=256,
-    messages=40 * 63 - 30,
-    message_size=1024,
-    topics=2,
-    queues_per_topic=2,
-    oldest_age_hours=130.0,
-    newest_age_hours=0.0,
-)
+SPEC = PRESETS["daemon-test"]
 
 
 class NotifySocket:

@@ -27,23 +27,12 @@ from retentiond.observe.metrics import RetentionMetrics
 from retentiond.policy.plan import Decision
 from retentiond.reasons import Kind, Reason, Verdict
 from retentiond.settings import Settings
-from retentiond.storegen import StoreSpec, generate_store, write_config
+from retentiond.storegen import PRESETS, generate_store, write_config
 
 ALL_HOURS = ";".join(f"{h:02d}" for h in range(24))
 CLUSTER, BROKER = "c1", "b1"
 # 40 CommitLog files of 64 KiB spread over 130 h (about 17 older than 72 h), 4 queues.
-SPEC = StoreSpec(
-    commitlog_file_size=64 * 1024,
-    cq_file_size=30 * 20,
-    max_hash_slot_num=100,
-    max_index_num=256,
-    messages=40 * 63 - 30,
-    message_size=1024,
-    topics=2,
-    queues_per_topic=2,
-    oldest_age_hours=130.0,
-    newest_age_hours=0.0,
-)
+SPEC = PRESETS["daemon-test"]
 
 
 class Rig:
