@@ -25,10 +25,11 @@ import tempfile
 import time
 from pathlib import Path
 
-from retentiond.cleaner import Cleaner, CleanerState
-from retentiond.config import load_settings
-from retentiond.journal import Journal, Origin
-from retentiond.storegen import PRESETS, generate_store, write_config
+from retentiond.config.loader import load_settings
+from retentiond.engine.cleaner import Cleaner, CleanerState
+from retentiond.journal.writer import Journal, Origin
+from retentiond.kinds import kind_for
+from retentiond.storegen.rocketmq import PRESETS, generate_store, write_config
 
 
 def timed(fn, repeat: int) -> tuple[float, list[float]]:
@@ -83,7 +84,7 @@ def main() -> int:
 
     # Move the CommitLog minimum once (deletes up to 10 expired files), then keep rounds idle
     # on the CommitLog side so every timed round does the same work.
-    first = Cleaner(settings, journal=journal).run_round()
+    first = Cleaner(kind_for(settings), journal=journal).run_round()
     print(
         f"setup round deleted {len(first.deleted)} files; min offset now "
         f"{first.plan.queues.min_offset}"
@@ -96,10 +97,10 @@ def main() -> int:
         subprocess.run(["find", str(root)], stdout=subprocess.DEVNULL, check=True)
 
     def round_cold() -> None:
-        result = Cleaner(idle, journal=journal).run_round()
+        result = Cleaner(kind_for(idle), journal=journal).run_round()
         assert result.plan.queues.examined and result.plan.queues.queue_count >= 100_000
 
-    warm = Cleaner(idle, journal=journal)
+    warm = Cleaner(kind_for(idle), journal=journal)
     warm.run_round()
 
     def round_warm() -> None:
@@ -110,7 +111,7 @@ def main() -> int:
         assert not warm.run_round().plan.queues.examined
 
     def plan_inproc() -> None:
-        Cleaner(idle).plan()
+        Cleaner(kind_for(idle)).plan()
 
     def plan_cli() -> None:
         subprocess.run([sys.executable, "-m", "retentiond", "plan", "--config", str(config),

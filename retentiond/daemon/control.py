@@ -25,7 +25,7 @@ from pathlib import Path
 import structlog
 import yaml
 
-from retentiond.settings import Settings
+from retentiond.config.settings import Settings
 
 log = structlog.get_logger("retentiond.daemon.control")
 

@@ -15,8 +15,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from retentiond.config import ConfigError, diff_settings, load_settings
-from retentiond.settings import Settings
+from retentiond.config.loader import ConfigError, diff_settings, load_settings
+from retentiond.config.settings import Settings
 
 POLL_INTERVAL_S = 2.0
 

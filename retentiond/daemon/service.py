@@ -38,14 +38,15 @@ from apscheduler.executors.pool import ThreadPoolExecutor
 from apscheduler.schedulers.background import BackgroundScheduler
 from apscheduler.triggers.interval import IntervalTrigger
 
-from retentiond.cleaner import MAX_MANUAL_DELETE_FILE_TIMES, Cleaner, RoundResult
+from retentiond.config.settings import Settings
 from retentiond.daemon import control, reload
 from retentiond.daemon.notify import Notifier, watchdog_interval_s
 from retentiond.daemon.state import DaemonState, scan_ok, wall_ms
 from retentiond.daemon.statustext import deleted_text, summary_line
-from retentiond.journal import Journal
+from retentiond.engine.cleaner import MAX_MANUAL_DELETE_FILE_TIMES, Cleaner, RoundResult
+from retentiond.journal.writer import Journal
+from retentiond.kinds import kind_for
 from retentiond.observe.daemon_metrics import DaemonMetrics
-from retentiond.settings import Settings
 
 log = structlog.get_logger("retentiond.daemon")
 
@@ -77,7 +78,10 @@ class Daemon:
         self.stop_event = threading.Event()  # interrupts the executor's pacing sleeps
         self.state = DaemonState(config_path, settings)
         self.cleaner = Cleaner(
-            settings, journal=journal, stop=self.stop_event, on_outcome=self.state.record_outcome
+            kind_for(settings),
+            journal=journal,
+            stop=self.stop_event,
+            on_outcome=self.state.record_outcome,
         )
         self.watcher = watcher or reload.ConfigWatcher(config_path)
         self.control = control.ControlServer(
@@ -184,7 +188,7 @@ class Daemon:
             IntervalTrigger(seconds=reload.POLL_INTERVAL_S, timezone=UTC),
             id="config-poll",
         )
-        from retentiond import ship  # closed journal segments to retentiond.ship.target
+        from retentiond.journal import ship  # closed journal segments to retentiond.ship.target
 
         ship.schedule(
             self.scheduler,
@@ -365,7 +369,7 @@ class Daemon:
         doc["manual_rounds_left"] = MAX_MANUAL_DELETE_FILE_TIMES if manual_pending else remaining
         doc["manual_requested"] = manual_pending
         doc["settings_pending"] = settings_pending
-        doc["last_commitlog_min_offset"] = self.cleaner.state.last_physical_min_offset
+        doc.update(self.cleaner.kind.status())
         doc["scheduler_running"] = self.scheduler.running
         doc["safety"] = self.cleaner.safety_status()  # owner, pending release, held, faults
         return doc

@@ -15,11 +15,11 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from retentiond.cleaner import RoundResult
-from retentiond.execute import Outcome
-from retentiond.policy.commitlog import expired_pending
-from retentiond.policy.plan import Plan
-from retentiond.settings import Settings
+from retentiond.config.settings import Settings
+from retentiond.engine.cleaner import RoundResult
+from retentiond.engine.execute import Outcome
+from retentiond.kinds.rocketmq.commitlog import expired_pending
+from retentiond.kinds.rocketmq.plan import Plan
 
 _HOUR_MS = 3_600_000
 # Causes (execute.Outcome.cause) that leave a file on disk that should have gone: tracked as

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from retentiond.report import human_age, human_bytes
+from retentiond.observe.report import human_age, human_bytes
 
 
 def _ago(now_ms: int, then_ms: object) -> str:

@@ -16,12 +16,12 @@ from typing import TYPE_CHECKING
 import structlog
 from prometheus_client import disable_created_metrics
 
-from retentiond.cleaner import RoundResult
+from retentiond.config.metrics import is_loopback, parse_listen
+from retentiond.config.settings import Settings
+from retentiond.engine.cleaner import RoundResult
+from retentiond.kinds.rocketmq.plan import Plan
 from retentiond.observe.metrics import RetentionMetrics
-from retentiond.observe.metrics_config import is_loopback, parse_listen
 from retentiond.observe.server import MetricsServer, PasswordFile, TlsFiles
-from retentiond.policy.plan import Plan
-from retentiond.settings import Settings
 
 if TYPE_CHECKING:
     from retentiond.daemon.service import Daemon

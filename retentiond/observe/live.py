@@ -18,20 +18,19 @@ a broken status call must not hide the disk ratio.
 from __future__ import annotations
 
 import platform
-from collections.abc import Iterator, Mapping
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Iterator, Mapping
+from typing import Protocol
 
 import structlog
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
 from retentiond import __version__
-from retentiond.policy.triggers import DISK_STATE_ORDER, DiskState, evaluate
-from retentiond.settings import Settings
-from retentiond.store.disk import DiskUsage, PathUsage, measure_path
-
-if TYPE_CHECKING:
-    from retentiond.observe.metrics import RetentionMetrics
+from retentiond.config.settings import Settings
+from retentiond.engine.disk import PathUsage, measure_path
+from retentiond.kinds.rocketmq.disk import DiskUsage
+from retentiond.kinds.rocketmq.triggers import DISK_STATE_ORDER, DiskState, evaluate
+from retentiond.observe.storestats import StoreStats
 
 log = structlog.get_logger("retentiond.metrics")
 
@@ -48,8 +47,19 @@ def _fraction(value: float) -> str:
     return f"{value:g}"
 
 
+class MetricsState(Protocol):
+    """What the collector reads at scrape time (``RetentionMetrics`` provides it); a protocol
+    rather than an import, so the two modules do not import each other."""
+
+    base: tuple[str, str]
+    stats: StoreStats | None
+    status: Callable[[], Mapping[str, object]] | None
+    current_settings: Callable[[], Settings]
+    clock_s: Callable[[], float]
+
+
 class LiveCollector(Collector):
-    def __init__(self, metrics: RetentionMetrics) -> None:
+    def __init__(self, metrics: MetricsState) -> None:
         self.metrics = metrics
 
     def describe(self) -> Iterator[Metric]:

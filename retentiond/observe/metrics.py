@@ -38,12 +38,13 @@ from prometheus_client import (
     ProcessCollector,
 )
 
-from retentiond.cleaner import Cleaner, RoundResult
-from retentiond.execute import Outcome
+from retentiond.config.settings import Settings
+from retentiond.engine.cleaner import Cleaner, RoundResult
+from retentiond.engine.execute import Outcome
+from retentiond.kinds.rocketmq.plan import Plan
+from retentiond.observe.live import LiveCollector
 from retentiond.observe.storestats import StoreStats, store_stats
-from retentiond.policy.plan import Plan
 from retentiond.reasons import DELETE_REASONS, FORCED_REASONS, Kind, Reason
-from retentiond.settings import Settings
 
 log = structlog.get_logger("retentiond.metrics")
 
@@ -92,8 +93,6 @@ class RetentionMetrics:
         status: StatusFn | None = None,
         clock_s: Callable[[], float] = wall_s,
     ) -> None:
-        from retentiond.observe.live import LiveCollector  # it reads our state; import cycle
-
         self.registry = registry if registry is not None else CollectorRegistry()
         self.base = (settings.broker_cluster_name, settings.broker_name)
         self.current_settings = current_settings or (lambda: settings)
@@ -232,7 +231,7 @@ class _PhaseClock:
         self._end: float | None = None
 
     def watch(self, cleaner: Cleaner) -> None:
-        run_round, plan_queues = cleaner.run_round, cleaner._plan_queues
+        run_round = cleaner.run_round
 
         def timed_round(*args, **kwargs):  # type: ignore[no-untyped-def]
             with self._lock:
@@ -244,15 +243,16 @@ class _PhaseClock:
                 with self._lock:
                     self._end = time.monotonic()
 
-        def timed_queues(*args, **kwargs):  # type: ignore[no-untyped-def]
+        def mark(phase: str) -> None:
+            if phase != "consumequeue":
+                return
             with self._lock:
                 in_round = self._thread == threading.get_ident() and self._end is None
                 if self._start is not None and in_round and self._queues is None:
                     self._queues = time.monotonic()
-            return plan_queues(*args, **kwargs)
 
         cleaner.run_round = timed_round  # type: ignore[method-assign]
-        cleaner._plan_queues = timed_queues  # type: ignore[method-assign]
+        cleaner.on_phase = mark
 
     def split(self, total_s: float) -> dict[str, float]:
         """Seconds per cleaner for the round that just ended (``total_s`` if unwatched)."""

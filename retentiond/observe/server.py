@@ -32,7 +32,7 @@ from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 import structlog
 from prometheus_client import CollectorRegistry, make_wsgi_app
 
-from retentiond.observe.metrics_config import read_password
+from retentiond.config.metrics import read_password
 
 log = structlog.get_logger("retentiond.metrics")
 

@@ -31,9 +31,10 @@ import os
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from retentiond.policy.plan import Decision, Plan
+from retentiond.config.settings import Settings
+from retentiond.engine.decision import Decision
+from retentiond.kinds.rocketmq.plan import Plan
 from retentiond.reasons import Kind
-from retentiond.settings import Settings
 
 
 @dataclass(frozen=True)

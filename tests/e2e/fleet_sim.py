@@ -21,11 +21,12 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from retentiond import ship
-from retentiond.cleaner import Cleaner
-from retentiond.config import load_settings
-from retentiond.journal import Journal, Origin
-from retentiond.storegen import StoreSpec, generate_store, write_config
+from retentiond.config.loader import load_settings
+from retentiond.engine.cleaner import Cleaner
+from retentiond.journal import ship
+from retentiond.journal.writer import Journal, Origin
+from retentiond.kinds import kind_for
+from retentiond.storegen.rocketmq import StoreSpec, generate_store, write_config
 
 HOUR_MS = 3_600_000
 DAY_MS = 24 * HOUR_MS
@@ -230,7 +231,7 @@ def build(tmp: Path) -> Fleet:
             clock_ms=lambda: clock["now"],
         )
         broker.cleaner = Cleaner(
-            load_settings(config),
+            kind_for(load_settings(config)),
             journal=broker.journal,
             clock_ms=lambda: clock["now"],
             proc_root=str(proc),

@@ -29,8 +29,8 @@ from typing import Any
 import pytest
 import yaml
 
-from retentiond.journal import read_records
-from retentiond.storegen import PRESETS, GeneratedStore, generate_store, write_config
+from retentiond.journal.writer import read_records
+from retentiond.storegen.rocketmq import PRESETS, GeneratedStore, generate_store, write_config
 from tests.conftest import run_cli
 
 pytestmark = pytest.mark.slow

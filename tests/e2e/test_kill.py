@@ -31,8 +31,8 @@ from pathlib import Path
 
 import pytest
 
-from retentiond.journal import ReadStats, list_segments, read_records
-from retentiond.storegen import GeneratedStore, StoreSpec, generate_store, write_config
+from retentiond.journal.writer import ReadStats, list_segments, read_records
+from retentiond.storegen.rocketmq import GeneratedStore, StoreSpec, generate_store, write_config
 
 pytestmark = pytest.mark.slow
 

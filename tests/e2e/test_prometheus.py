@@ -34,8 +34,8 @@ from typing import Any
 import pytest
 import yaml
 
-from retentiond.journal import read_records
-from retentiond.storegen import StoreSpec, generate_store, write_config
+from retentiond.journal.writer import read_records
+from retentiond.storegen.rocketmq import StoreSpec, generate_store, write_config
 from tests.conftest import need
 
 pytestmark = pytest.mark.slow

@@ -26,14 +26,14 @@ from pathlib import Path
 
 import pytest
 
-from retentiond import journal as jr
-from retentiond import ship
+from retentiond.journal import ship
+from retentiond.journal import writer as jr
 
 pytestmark = pytest.mark.slow
 
 WRITER = r"""
 import gzip, json, pathlib, random, sys
-from retentiond.journal import Journal, Origin, read_records
+from retentiond.journal.writer import Journal, Origin, read_records
 
 jdir, target = pathlib.Path(sys.argv[1]), pathlib.Path(sys.argv[2])
 T0 = 1_709_510_400_000
@@ -71,7 +71,7 @@ while True:
 
 SHIPPER = r"""
 import pathlib, sys, time
-from retentiond.ship import ship_once
+from retentiond.journal.ship import ship_once
 
 jdir, target = pathlib.Path(sys.argv[1]), pathlib.Path(sys.argv[2])
 while True:

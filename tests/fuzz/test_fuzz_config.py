@@ -7,9 +7,9 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from retentiond import config_schema as schema
-from retentiond.config import ConfigError, load_settings
-from retentiond.settings import Settings
+from retentiond.config import schema
+from retentiond.config.loader import ConfigError, load_settings
+from retentiond.config.settings import Settings
 from tests.fuzz.conftest import FUZZ, scratch_dir
 
 _DIR = scratch_dir("rd-fuzz-config-")

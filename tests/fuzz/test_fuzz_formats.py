@@ -8,7 +8,7 @@ import random
 from hypothesis import given
 from hypothesis import strategies as st
 
-from retentiond.store.formats import (
+from retentiond.kinds.rocketmq.formats import (
     CQ_UNIT_SIZE,
     INDEX_HEADER_SIZE,
     SYSFLAG_BORNHOST_V6,

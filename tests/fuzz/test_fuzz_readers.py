@@ -10,10 +10,15 @@ import os
 from hypothesis import given
 from hypothesis import strategies as st
 
-from retentiond.store.formats import CQ_UNIT
-from retentiond.store.holders import parse_lock_line, parse_maps_line
-from retentiond.store.names import MAX_OFFSET, is_index_name, parse_offset_name, parse_queue_id
-from retentiond.store.reader import BinaryReader, read_index_header, read_prefix
+from retentiond.engine.holders import parse_lock_line, parse_maps_line
+from retentiond.kinds.rocketmq.formats import CQ_UNIT
+from retentiond.kinds.rocketmq.names import (
+    MAX_OFFSET,
+    is_index_name,
+    parse_offset_name,
+    parse_queue_id,
+)
+from retentiond.kinds.rocketmq.reader import BinaryReader, read_index_header, read_prefix
 from tests.fuzz.conftest import FUZZ, scratch_dir
 
 CQ_SIZE = 8 * 20

@@ -27,8 +27,8 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from retentiond.store.formats import CQ_UNIT, encode_blank, encode_message
-from retentiond.store.names import offset_to_name
+from retentiond.kinds.rocketmq.formats import CQ_UNIT, encode_blank, encode_message
+from retentiond.kinds.rocketmq.names import offset_to_name
 
 WARNING_LEVEL = 0.90  # diskSpaceWarningLevelRatio: above it the broker refuses writes
 

@@ -9,11 +9,12 @@ from pathlib import Path
 
 from prometheus_client import CollectorRegistry
 
-from retentiond.cleaner import Cleaner
-from retentiond.config import load_settings
-from retentiond.journal import Journal, Origin, read_records
+from retentiond.config.loader import load_settings
+from retentiond.engine.cleaner import Cleaner
+from retentiond.journal.writer import Journal, Origin, read_records
+from retentiond.kinds import kind_for
 from retentiond.observe.metrics import RetentionMetrics
-from retentiond.storegen import StoreSpec, generate_store, write_config
+from retentiond.storegen.rocketmq import StoreSpec, generate_store, write_config
 from tests.conftest import Tmpfs
 
 SPEC = StoreSpec(
@@ -60,7 +61,7 @@ def test_forced_deletions_and_the_disk_state_under_pressure(tmpfs: Tmpfs, tmp_pa
     assert value("retentiond_disk_state", state="clean_forcibly") == 1
 
     journal = Journal(tmp_path / "journal", Origin("c", "b", "h", str(store.root)))
-    cleaner = Cleaner(settings, journal=journal)
+    cleaner = Cleaner(kind_for(settings), journal=journal)
     metrics.watch(cleaner)
     result = cleaner.run_round()
     metrics.round_done(result)

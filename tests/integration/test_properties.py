@@ -11,11 +11,12 @@ from pathlib import Path
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
-from retentiond.cleaner import Cleaner
-from retentiond.config import load_settings
-from retentiond.journal import Journal, Origin, read_records
-from retentiond.policy.triggers import hour_of_day
-from retentiond.storegen import StoreSpec, generate_store, write_config
+from retentiond.config.loader import load_settings
+from retentiond.engine.cleaner import Cleaner
+from retentiond.journal.writer import Journal, Origin, read_records
+from retentiond.kinds import kind_for
+from retentiond.kinds.rocketmq.triggers import hour_of_day
+from retentiond.storegen.rocketmq import StoreSpec, generate_store, write_config
 from tests.integration.test_store_safety import tree
 
 HOUR_MS = 3_600_000
@@ -69,7 +70,7 @@ def test_invariants_hold_on_random_stores(sc):
         )  # fmt: skip
         cfg = load_settings(config)
         journal = Journal(tmp / "journal", Origin("c", "b", "h", str(store.root)))
-        cleaner = Cleaner(cfg, journal=journal, clock_ms=lambda: sc["clock_ms"])
+        cleaner = Cleaner(kind_for(cfg), journal=journal, clock_ms=lambda: sc["clock_ms"])
         before = tree(store.root)
         for _ in range(sc["rounds"]):
             result = cleaner.run_round(manual=sc["manual"], dry_run=sc["dry_run"])

@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import os
 
-from retentiond.policy.queues import plan_index, plan_queues
+from retentiond.kinds.rocketmq.queues import plan_index, plan_queues
+from retentiond.kinds.rocketmq.reader import BinaryReader
+from retentiond.kinds.rocketmq.scan import iter_queues
 from retentiond.reasons import Reason
-from retentiond.store.reader import BinaryReader
-from retentiond.store.scan import iter_queues
-from retentiond.storegen import StoreSpec, generate_store
+from retentiond.storegen.rocketmq import StoreSpec, generate_store
 
 # MappedFileQueueTest: 256 units per 5120-B file, 2048 units -> 8 files in one queue.
 BY_OFFSET = StoreSpec(
@@ -20,7 +20,7 @@ BY_OFFSET = StoreSpec(
 
 
 def plan(store, min_offset, last=0, reader=None):
-    from retentiond.store.scan import _scan_index
+    from retentiond.kinds.rocketmq.scan import _scan_index
 
     index = _scan_index(str(store.root / "index"), [])
     return plan_queues(
@@ -115,7 +115,7 @@ def test_truncated_index_header_stops_the_index_pass(tmp_path):
 
 
 def _index(store):
-    from retentiond.store.scan import _scan_index
+    from retentiond.kinds.rocketmq.scan import _scan_index
 
     return _scan_index(str(store.root / "index"), [])
 
@@ -128,7 +128,7 @@ def _age_dirs(root, seconds=3600):
 
 
 def test_unchanged_directories_are_not_listed_again_and_changes_are_seen(tmp_path):
-    from retentiond.store.scan import QueueLister
+    from retentiond.kinds.rocketmq.scan import QueueLister
 
     store = generate_store(tmp_path / "s", MANY_QUEUES)
     cq = str(store.root / "consumequeue")
@@ -150,7 +150,7 @@ def test_unchanged_directories_are_not_listed_again_and_changes_are_seen(tmp_pat
 
 
 def test_memoised_decisions_are_reused_only_while_still_right(tmp_path):
-    from retentiond.store.scan import QueueLister
+    from retentiond.kinds.rocketmq.scan import QueueLister
 
     store = generate_store(tmp_path / "s", MANY_QUEUES)
     cq = str(store.root / "consumequeue")

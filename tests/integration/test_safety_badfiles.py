@@ -9,11 +9,12 @@ from pathlib import Path
 
 from structlog.testing import capture_logs
 
-from retentiond.cleaner import Cleaner
-from retentiond.config import load_settings
-from retentiond.journal import Journal, Origin
+from retentiond.config.loader import load_settings
+from retentiond.engine.cleaner import Cleaner
+from retentiond.journal.writer import Journal, Origin
+from retentiond.kinds import kind_for
 from retentiond.reasons import Kind, Reason
-from retentiond.storegen import StoreSpec, generate_store, write_config
+from retentiond.storegen.rocketmq import StoreSpec, generate_store, write_config
 
 ALL_HOURS = ";".join(f"{h:02d}" for h in range(24))
 SPEC = StoreSpec(
@@ -38,7 +39,9 @@ def cleaner_for(tmp: Path, **keys):
         retentiond={"journal": {"dir": str(tmp / "journal")}}, **keys,
     )  # fmt: skip
     settings = load_settings(config)
-    return store, Cleaner(settings, journal=Journal(tmp / "journal", Origin("c", "b", "h", "s")))
+    return store, Cleaner(
+        kind_for(settings), journal=Journal(tmp / "journal", Origin("c", "b", "h", "s"))
+    )
 
 
 def reported(logs: list[dict]) -> list[str]:

@@ -26,8 +26,8 @@ from typing import Any
 
 import pytest
 
-from retentiond.journal import read_records
-from retentiond.storegen import GeneratedStore, StoreSpec, generate_store, write_config
+from retentiond.journal.writer import read_records
+from retentiond.storegen.rocketmq import GeneratedStore, StoreSpec, generate_store, write_config
 from tests.conftest import Tmpfs, need, run_cli
 
 pytestmark = pytest.mark.slow

@@ -17,19 +17,20 @@ from pathlib import Path
 
 import pytest
 
-from retentiond.cleaner import Cleaner
-from retentiond.config import load_settings
-from retentiond.journal import Journal, Origin, read_records
-from retentiond.policy.holds import HoldRules
-from retentiond.reasons import Kind, Reason
-from retentiond.store.holders import (
+from retentiond.config.loader import load_settings
+from retentiond.engine.cleaner import Cleaner
+from retentiond.engine.holders import (
     build_holder_map,
     find_owner,
     parse_lock_line,
     parse_maps_line,
     proc_hides_pids,
 )
-from retentiond.storegen import StoreSpec, generate_store, write_config
+from retentiond.journal.writer import Journal, Origin, read_records
+from retentiond.kinds import kind_for
+from retentiond.kinds.rocketmq.holds import HoldRules
+from retentiond.reasons import Kind, Reason
+from retentiond.storegen.rocketmq import StoreSpec, generate_store, write_config
 from tests.conftest import Tmpfs, need
 from tests.integration.safety_procs import Holder, ProcView
 
@@ -72,7 +73,7 @@ def make(
     }
     settings = load_settings(write_config(store.root, spec, tmp / "broker.yaml", **overrides))
     cleaner = Cleaner(
-        settings,
+        kind_for(settings),
         journal=Journal(journal, Origin("c", "b", "h", str(store.root))),
         proc_root=str(proc or "/proc"),
         hold_rules=rules,
@@ -282,7 +283,7 @@ def test_a_restarted_cleaner_finds_deleted_files_the_owner_still_holds(
         assert len(cl_deleted(cleaner.run_round())) == 10
         # A new process (a restart) knows nothing of what the old one deleted ...
         fresh = Cleaner(
-            cleaner.settings,
+            kind_for(cleaner.settings),
             journal=Journal(journal, Origin("c", "b", "h", "s")),
             proc_root=str(proc),
         )
@@ -311,12 +312,13 @@ def test_an_unreadable_process_makes_held_files_wait(tmp_path: Path) -> None:
     script = (
         "import json, sys\n"
         "from retentiond.observe.logging import configure\n"
-        "from retentiond.cleaner import Cleaner\n"
-        "from retentiond.config import load_settings\n"
-        "from retentiond.journal import Journal, Origin\n"
+        "from retentiond.engine.cleaner import Cleaner\n"
+        "from retentiond.config.loader import load_settings\n"
+        "from retentiond.journal.writer import Journal, Origin\n"
+        "from retentiond.kinds import kind_for\n"
         "configure(json=True)\n"
         "s = load_settings(sys.argv[1])\n"
-        "c = Cleaner(s, journal=Journal(s.daemon.journal_dir, Origin('c','b','h','s')))\n"
+        "c = Cleaner(kind_for(s), journal=Journal(s.daemon.journal_dir, Origin('c','b','h','s')))\n"
         "for _ in range(2):\n"
         "    r = c.run_round()\n"
         "    print(json.dumps([[d.path, str(d.reason)] for d in r.plan.commitlog.decisions]))\n"

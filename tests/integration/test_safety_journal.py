@@ -12,14 +12,15 @@ from pathlib import Path
 
 import pytest
 
-from retentiond.cleaner import Cleaner
-from retentiond.config import load_settings
-from retentiond.journal import Journal, Origin, ReadStats, read_records
-from retentiond.journal_place import candidates, choose, default_journal_dir
+from retentiond.config.loader import load_settings
+from retentiond.engine.cleaner import Cleaner
+from retentiond.journal.place import candidates, choose, default_journal_dir
+from retentiond.journal.reconcile import reconcile, writer_alive, writer_identity
+from retentiond.journal.spool import SpoolingJournal
+from retentiond.journal.writer import Journal, Origin, ReadStats, read_records
+from retentiond.kinds import kind_for
 from retentiond.reasons import Kind
-from retentiond.reconcile import reconcile, writer_alive, writer_identity
-from retentiond.spool import SpoolingJournal
-from retentiond.storegen import StoreSpec, generate_store, write_config
+from retentiond.storegen.rocketmq import StoreSpec, generate_store, write_config
 from tests.conftest import Tmpfs
 
 ALL_HOURS = ";".join(f"{h:02d}" for h in range(24))
@@ -131,7 +132,7 @@ def test_cleaner_reconciles_before_its_first_round(tmp_path: Path) -> None:
     victim = store.data_files[0].path
     journal.append(_intent("x", victim))
     victim.unlink()  # the kill came between the unlink and the deletion record
-    cleaner = Cleaner(settings, journal=journal)
+    cleaner = Cleaner(kind_for(settings), journal=journal)
     cleaner.run_round()
     recs = by_type(tmp_path / "journal")
     assert [r["reconciled"] for r in recs["deletion"] if r["id"] == "x"] == [True]
@@ -201,7 +202,7 @@ def test_an_eio_journal_stops_deletions(tmp_path: Path) -> None:
     store, settings = setup(tmp_path, tmp_path / "journal", deleteFileBatchMax=5)
     sink = FlakyJournal(tmp_path / "journal")
     sink.errno = errno.EIO
-    cleaner = Cleaner(settings, journal=SpoolingJournal(sink))  # type: ignore[arg-type]
+    cleaner = Cleaner(kind_for(settings), journal=SpoolingJournal(sink))  # type: ignore[arg-type]
     cleaner._reconciled = True  # the stand-in has no segments to read
     r = cleaner.run_round()
     assert not r.deleted and r.journal_error and "intent" in r.journal_error
@@ -224,7 +225,7 @@ def test_an_outcome_that_cannot_be_written_ends_the_round_but_is_kept(tmp_path: 
 
     sink = FailAfterIntent(tmp_path / "journal")
     spool = SpoolingJournal(sink)
-    cleaner = Cleaner(settings, journal=spool)  # type: ignore[arg-type]
+    cleaner = Cleaner(kind_for(settings), journal=spool)  # type: ignore[arg-type]
     cleaner._reconciled = True
     r = cleaner.run_round()
     assert len(r.deleted) == 1 and r.journal_error  # the unlink happened, then it stopped
@@ -240,7 +241,7 @@ def test_journal_on_a_full_tmpfs_still_frees_space(tmp_path: Path, tmpfs: Tmpfs)
     journal_dir = tmpfs.path / "journal"
     _, settings = setup(tmp_path, journal_dir, deleteFileBatchMax=3)
     journal = Journal(journal_dir, ORIGIN)
-    cleaner = Cleaner(settings, journal=journal)
+    cleaner = Cleaner(kind_for(settings), journal=journal)
     cleaner.reconcile()
     filler = tmpfs.path / "filler"
     fd = os.open(filler, os.O_WRONLY | os.O_CREAT)
@@ -298,7 +299,7 @@ def test_default_journal_dir_avoids_the_store_filesystem(tmp_path: Path, tmpfs: 
     assert candidates(env) == [tmp_path / "s" / "journal", tmp_path / "l" / "journal"]
     _, settings = setup(tmpfs.path, tmp_path / "unused")
     env = {"STATE_DIRECTORY": str(tmpfs.path / "state"), "LOGS_DIRECTORY": str(tmp_path)}
-    assert default_journal_dir(settings, env) == tmp_path / "journal"
+    assert default_journal_dir(kind_for(settings).directories(), env) == tmp_path / "journal"
 
 
 def test_store_and_journal_on_one_full_disk(tmp_path: Path, tmpfs: Tmpfs) -> None:
@@ -316,7 +317,7 @@ def test_store_and_journal_on_one_full_disk(tmp_path: Path, tmpfs: Tmpfs) -> Non
             deleteConsumeQueueFilesInterval=0, retentiond={"journal": {"dir": str(journal_dir)}},
         )
     )  # fmt: skip
-    cleaner = Cleaner(settings, journal=Journal(journal_dir, ORIGIN))
+    cleaner = Cleaner(kind_for(settings), journal=Journal(journal_dir, ORIGIN))
     cleaner.reconcile()
     fd = os.open(tmpfs.path / "filler", os.O_WRONLY | os.O_CREAT)
     try:

@@ -25,7 +25,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from retentiond.journal import read_records
+from retentiond.journal.writer import read_records
 from tests.conftest import Tmpfs
 from tests.integration.safety_procs import ProcView
 

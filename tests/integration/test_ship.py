@@ -12,10 +12,11 @@ from pathlib import Path
 
 import pytest
 
-from retentiond import journal as jr
-from retentiond import ship
-from retentiond.journal import Journal, Origin
-from retentiond.storegen import StoreSpec, generate_store, write_config
+from retentiond.commands.common import EXIT_SHIP_FAILED
+from retentiond.journal import ship
+from retentiond.journal import writer as jr
+from retentiond.journal.writer import Journal, Origin
+from retentiond.storegen.rocketmq import StoreSpec, generate_store, write_config
 from tests.conftest import run_cli
 
 DAY = 86_400_000
@@ -197,7 +198,7 @@ def test_cli_ship(tmp_path: Path) -> None:
     j.append({"type": "round", "seq": 2})  # the writer follows to the new segment
     j.rotate()
     res = run_cli("ship", "--config", str(config), "--target", str(tmp_path / "nowhere"))
-    assert res.code == ship.EXIT_SHIP_FAILED
+    assert res.code == EXIT_SHIP_FAILED
     assert "not a reachable directory" in res.err
     assert sorted(r["seq"] for v in shipped(tmp_path / "t").values() for r in v) == [1]
 

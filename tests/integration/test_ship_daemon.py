@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from retentiond.storegen import StoreSpec, generate_store, write_config
+from retentiond.storegen.rocketmq import StoreSpec, generate_store, write_config
 
 pytestmark = pytest.mark.slow
 

@@ -7,7 +7,7 @@ import os
 from dataclasses import replace
 from pathlib import Path
 
-from retentiond.storegen import PRESETS, generate_store, write_config
+from retentiond.storegen.rocketmq import PRESETS, generate_store, write_config
 from tests.conftest import Tmpfs, run_cli
 
 SPEC = replace(PRESETS["upstream-test"], oldest_age_hours=10.0, newest_age_hours=0.0)

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from retentiond.store.formats import (
+from retentiond.kinds.rocketmq.formats import (
     CQ_UNIT_SIZE,
     INDEX_ENTRY_SIZE,
     INDEX_HEADER_SIZE,
@@ -32,8 +32,14 @@ from retentiond.store.formats import (
     iter_records,
     tags_code,
 )
-from retentiond.store.names import offset_to_name, parse_offset_name
-from retentiond.storegen import PRESETS, GeneratedStore, StoreSpec, generate_store, write_config
+from retentiond.kinds.rocketmq.names import offset_to_name, parse_offset_name
+from retentiond.storegen.rocketmq import (
+    PRESETS,
+    GeneratedStore,
+    StoreSpec,
+    generate_store,
+    write_config,
+)
 
 NOW_MS = 1_790_000_000_000
 HOUR_MS = 3_600_000

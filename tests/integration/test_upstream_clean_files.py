@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from retentiond.storegen import PRESETS, generate_store, write_config
+from retentiond.storegen.rocketmq import PRESETS, generate_store, write_config
 from tests.conftest import Tmpfs, run_cli
 
 UPSTREAM = PRESETS["upstream-test"]
@@ -178,15 +178,16 @@ def test_deleting_ten_files_sleeps_between_them(tmp_path):
 
 @pytest.mark.parametrize("interval", [0, 100])
 def test_pacing_sleeps_exactly_where_upstream_does(tmp_path, interval):
-    from retentiond.cleaner import Cleaner
-    from retentiond.config import load_settings
-    from retentiond.journal import Journal, Origin
+    from retentiond.config.loader import load_settings
+    from retentiond.engine.cleaner import Cleaner
+    from retentiond.journal.writer import Journal, Origin
+    from retentiond.kinds import kind_for
 
     _, config = make_store(tmp_path / "store", tmp_path, deleteWhen=this_hour(),
                            deleteCommitLogFilesInterval=interval)  # fmt: skip
     settings = load_settings(config)
     journal = Journal(tmp_path / "j", Origin("c", "b", "h", "s"))
-    result = Cleaner(settings, journal=journal).run_round()
+    result = Cleaner(kind_for(settings), journal=journal).run_round()
     assert len(result.deleted) >= 10
     if interval == 0:
         assert result.slept_s == 0
@@ -197,7 +198,7 @@ def test_pacing_sleeps_exactly_where_upstream_does(tmp_path, interval):
 def test_mapped_file_queue_delete_expired_file_by_time(tmp_path):
     """MappedFileQueueTest.testDeleteExpiredFileByTime on real files: 50 files, 0-4 and 21-49
     expired, 5-20 fresh; one pass with a batch of 50 deletes only 0-4 (never in the middle)."""
-    from retentiond.storegen import StoreSpec
+    from retentiond.storegen.rocketmq import StoreSpec
 
     spec = StoreSpec(
         commitlog_file_size=1024, message_size=504, messages=100, topics=1, queues_per_topic=1,

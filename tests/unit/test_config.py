@@ -16,8 +16,8 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from retentiond import config_schema as schema
-from retentiond.config import (
+from retentiond.config import schema
+from retentiond.config.loader import (
     ConfigError,
     ConfigProblem,
     diff_settings,
@@ -26,8 +26,8 @@ from retentiond.config import (
     parse_properties,
     validate_store_root,
 )
-from retentiond.config_schema import KEYS, render_reference_markdown
-from retentiond.settings import Settings
+from retentiond.config.schema import KEYS, render_reference_markdown
+from retentiond.config.settings import Settings
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from retentiond.store.formats import (
+from retentiond.kinds.rocketmq.formats import (
     BLANK_MAGIC,
     CHECKPOINT_FILE_SIZE,
     CQ_UNIT_SIZE,

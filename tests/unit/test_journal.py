@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from retentiond import journal as jr
-from retentiond.journal import Journal, Origin, ReadStats, read_records
+from retentiond.journal import writer as jr
+from retentiond.journal.writer import Journal, Origin, ReadStats, read_records
 
 ORIGIN = Origin("cluster-1", "broker-a", "host-1", "/store")
 

@@ -12,11 +12,12 @@ from typing import Any
 
 import pytest
 
-from retentiond.cleaner import Cleaner
-from retentiond.config import load_settings
-from retentiond.journal import Journal, Origin, read_records
+from retentiond.config.loader import load_settings
+from retentiond.engine.cleaner import Cleaner
+from retentiond.journal.writer import Journal, Origin, read_records
+from retentiond.kinds import kind_for
 from retentiond.reasons import DELETE_REASONS
-from retentiond.storegen import StoreSpec, generate_store, write_config
+from retentiond.storegen.rocketmq import StoreSpec, generate_store, write_config
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "journal.md"
 NOW = 1_790_000_000_000
@@ -97,7 +98,10 @@ def records(tmp_path_factory: pytest.TempPathFactory) -> list[dict[str, Any]]:
         proc.mkdir(exist_ok=True)
         (proc / "locks").write_text("")
         cleaner = Cleaner(
-            load_settings(config), journal=journal, clock_ms=lambda: NOW, proc_root=str(proc)
+            kind_for(load_settings(config)),
+            journal=journal,
+            clock_ms=lambda: NOW,
+            proc_root=str(proc),
         )
         if reserved == 200:  # a disk over the clean-forcibly ratio, whatever this host has
             os.statvfs = lambda path: full if str(path).startswith(str(store.root)) else real(path)

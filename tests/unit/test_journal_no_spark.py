@@ -52,7 +52,7 @@ def daemon_modules() -> list[str]:
         for m in pkgutil.walk_packages(retentiond.__path__, "retentiond.")
         if m.name not in SPARK_ONLY and not m.name.endswith("__main__")
     ]
-    assert "retentiond.daemon.service" in names and "retentiond.ship" in names
+    assert "retentiond.daemon.service" in names and "retentiond.journal.ship" in names
     return names
 
 

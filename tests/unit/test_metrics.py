@@ -18,16 +18,17 @@ from typing import Any
 import pytest
 from prometheus_client import REGISTRY, CollectorRegistry, generate_latest
 
-from retentiond.cleaner import Cleaner
-from retentiond.config import load_settings
+from retentiond.config.loader import load_settings
+from retentiond.config.settings import Settings
 from retentiond.daemon.state import DaemonState
-from retentiond.execute import Outcome
-from retentiond.journal import Journal, Origin, read_records
+from retentiond.engine.cleaner import Cleaner
+from retentiond.engine.decision import Decision
+from retentiond.engine.execute import Outcome
+from retentiond.journal.writer import Journal, Origin, read_records
+from retentiond.kinds import kind_for
 from retentiond.observe.metrics import RetentionMetrics
-from retentiond.policy.plan import Decision
 from retentiond.reasons import Kind, Reason, Verdict
-from retentiond.settings import Settings
-from retentiond.storegen import PRESETS, generate_store, write_config
+from retentiond.storegen.rocketmq import PRESETS, generate_store, write_config
 
 ALL_HOURS = ";".join(f"{h:02d}" for h in range(24))
 CLUSTER, BROKER = "c1", "b1"
@@ -55,7 +56,7 @@ class Rig:
         self.journal = Journal(self.journal_dir, origin)
         self.state = DaemonState(config, self.settings)
         self.cleaner = Cleaner(
-            self.settings, journal=self.journal, on_outcome=self.state.record_outcome
+            kind_for(self.settings), journal=self.journal, on_outcome=self.state.record_outcome
         )
         self.registry = CollectorRegistry()
         self.metrics = RetentionMetrics(self.settings, registry=self.registry, status=self.status)

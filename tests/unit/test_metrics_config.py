@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from retentiond.config import ConfigError, load_settings
+from retentiond.config.loader import ConfigError, load_settings
+from retentiond.config.metrics import is_loopback, parse_listen, read_password
+from retentiond.config.settings import DEFAULT_METRICS_LISTEN
 from retentiond.daemon.reload import RESTART_KEYS
-from retentiond.observe.metrics_config import is_loopback, parse_listen, read_password
-from retentiond.settings import DEFAULT_METRICS_LISTEN
 from tests.conftest import need
 
 Write = Callable[[str, str], Path]

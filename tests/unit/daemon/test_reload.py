@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from retentiond.config import load_settings
+from retentiond.config.loader import load_settings
+from retentiond.config.settings import Settings
 from retentiond.daemon.reload import ConfigWatcher, check_reload, describe_change
-from retentiond.settings import Settings
-from retentiond.storegen import PRESETS, generate_store, write_config
+from retentiond.storegen.rocketmq import PRESETS, generate_store, write_config
 
 
 @pytest.fixture

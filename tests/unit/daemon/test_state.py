@@ -7,15 +7,15 @@ from pathlib import Path
 
 import pytest
 
-from retentiond.config import load_settings
+from retentiond.config.loader import load_settings
+from retentiond.config.settings import Settings
 from retentiond.daemon.service import Daemon
 from retentiond.daemon.state import DaemonState
 from retentiond.daemon.statustext import render, summary_line
-from retentiond.execute import Outcome
-from retentiond.policy.plan import Decision
+from retentiond.engine.decision import Decision
+from retentiond.engine.execute import Outcome
 from retentiond.reasons import Kind, Reason, Verdict
-from retentiond.settings import Settings
-from retentiond.storegen import PRESETS, generate_store, write_config
+from retentiond.storegen.rocketmq import PRESETS, generate_store, write_config
 
 
 @pytest.fixture

@@ -7,11 +7,12 @@ from pathlib import Path
 from hypothesis import given
 from hypothesis import strategies as st
 
-from retentiond.policy.commitlog import plan_commitlog
-from retentiond.policy.triggers import DiskState, Triggers
+from retentiond.config.settings import Settings
+from retentiond.engine.identity import FileIdentity
+from retentiond.kinds.rocketmq.commitlog import plan_commitlog
+from retentiond.kinds.rocketmq.snapshot import CommitLogFile
+from retentiond.kinds.rocketmq.triggers import DiskState, Triggers
 from retentiond.reasons import DELETE_REASONS, Reason, Verdict
-from retentiond.settings import Settings
-from retentiond.store.snapshot import CommitLogFile, FileIdentity
 
 SIZE = 1024
 HOUR = 3_600_000

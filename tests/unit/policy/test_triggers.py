@@ -7,9 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from retentiond.policy.triggers import DiskState, evaluate, hour_of_day
-from retentiond.settings import DaemonSettings, Settings
-from retentiond.store.disk import DiskUsage, PathUsage, adjusted, ratio_from_counts
+from retentiond.config.settings import DaemonSettings, Settings
+from retentiond.engine.disk import PathUsage, adjusted, ratio_from_counts
+from retentiond.kinds.rocketmq.disk import DiskUsage
+from retentiond.kinds.rocketmq.triggers import DiskState, evaluate, hour_of_day
 
 
 def settings(**kw) -> Settings:

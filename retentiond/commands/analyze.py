@@ -1,0 +1,81 @@
+"""`retentiond analyze`: argument parsing only; pyspark is imported when the command runs.
+
+The same arguments work under ``spark-submit`` (``python -m retentiond.analytics`` is the
+module's entry point), where the master comes from ``spark-submit --master``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import sys
+from datetime import UTC, date, datetime, timedelta
+
+from retentiond.commands.common import EXIT_NO_SPARK
+
+_RELATIVE = re.compile(r"(\d{1,4})d")
+MISSING = (
+    "error: `retentiond analyze` needs the optional Spark dependencies: "
+    "install retentiond[spark] (pip install 'retentiond[spark]') and Java 17+"
+)
+
+
+def since_date(text: str, today: date | None = None) -> str:
+    """``--since``: a date (``2024-05-01``) or a number of days back (``30d``)."""
+    m = _RELATIVE.fullmatch(text)
+    if m:
+        today = today or datetime.now(UTC).date()
+        return (today - timedelta(days=int(m.group(1)))).isoformat()
+    try:
+        return date.fromisoformat(text).isoformat()
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is neither a date (YYYY-MM-DD) nor a number of days (e.g. 30d)"
+        ) from None
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--input", required=True, help="the ship target: <input>/<type>/dt=.../...")
+    p.add_argument("--output", required=True, help="where the Parquet tables are written")
+    p.add_argument(
+        "--master",
+        help="Spark master URL (spark://, yarn, k8s://, local[N]); default: the one "
+        "spark-submit passes, else an embedded local[*]",
+    )
+    p.add_argument(
+        "--since", type=since_date, help="only records from this day on: YYYY-MM-DD or Nd"
+    )
+    p.add_argument(
+        "--report",
+        help="directory for report.md, report.html and the charts (default <output>/report; "
+        "required when --output is not a local path)",
+    )
+
+
+def cmd_analyze(args: argparse.Namespace) -> int:
+    try:
+        import pyspark  # noqa: F401
+    except ImportError:
+        print(MISSING, file=sys.stderr)
+        return EXIT_NO_SPARK
+    from retentiond.analytics.job import run
+
+    return run(args)
+
+
+def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    p = sub.add_parser(
+        "analyze",
+        help="fleet analysis of shipped journals with Spark (needs retentiond[spark])",
+    )
+    add_arguments(p)
+    p.set_defaults(func=cmd_analyze)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point for ``python -m retentiond.analytics`` and ``spark-submit``."""
+    parser = argparse.ArgumentParser(
+        prog="retentiond-analyze", description="Fleet analysis of shipped retentiond journals."
+    )
+    add_arguments(parser)
+    return cmd_analyze(parser.parse_args(argv))

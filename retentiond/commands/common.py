@@ -1,0 +1,67 @@
+"""What every command needs: exit codes, settings loaded or refused, the journal opened.
+
+Both the command modules and the daemon's ``run`` use these, so they live here rather than in
+the entry point (``retentiond.cli``), which nothing imports.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from retentiond.config.settings import Settings
+
+EXIT_OK = 0
+EXIT_INTERNAL = 1
+EXIT_USAGE = 2
+EXIT_CONFIG = 3
+EXIT_STORE = 4
+EXIT_PARTIAL = 5
+EXIT_JOURNAL = 6
+EXIT_UNREACHABLE = 7  # the daemon's control socket did not answer (status / trigger-delete)
+EXIT_SHIP_FAILED = 10
+EXIT_NO_SPARK = 11
+
+
+def load_settings_or_exit(path: str) -> Settings:
+    """The validated settings, or the problems on stderr and exit 3: nothing is deleted."""
+    from retentiond.config.loader import ConfigError, load_settings
+
+    try:
+        return load_settings(path)
+    except ConfigError as exc:
+        for problem in exc.problems:
+            print(f"error: {problem}", file=sys.stderr)
+        print(f"{path}: configuration refused; nothing was deleted", file=sys.stderr)
+        raise SystemExit(EXIT_CONFIG) from None
+
+
+def journal_dir(settings: Settings) -> Path:
+    """The configured journal directory, else a default off the store's filesystem
+    (``$STATE_DIRECTORY/journal`` or /var/lib/retentiond/journal first; see journal_place)."""
+    from retentiond.journal.place import default_journal_dir
+
+    if settings.daemon.journal_dir is not None:
+        return Path(settings.daemon.journal_dir)
+    from retentiond.kinds import kind_for
+
+    return default_journal_dir(kind_for(settings).directories())
+
+
+def open_journal(settings: Settings):
+    from retentiond.journal.writer import Journal, Origin
+
+    origin = Origin.local(
+        settings.broker_cluster_name, settings.broker_name, str(settings.store_path_root_dir)
+    )
+    directory = journal_dir(settings)
+    try:
+        return Journal(
+            directory,
+            origin,
+            max_segment_bytes=settings.daemon.journal_max_segment_bytes,
+            max_segment_age_ms=settings.daemon.journal_max_segment_age_ms,
+        )
+    except OSError as exc:
+        print(f"error: journal directory {directory}: {exc}; nothing was deleted", file=sys.stderr)
+        raise SystemExit(EXIT_JOURNAL) from None

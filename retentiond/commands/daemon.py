@@ -1,0 +1,106 @@
+"""`retentiond run`, `trigger-delete` and `status`: the daemon's three CLI commands.
+
+``register(subparsers)`` adds them to the parser; each command is one function. The two
+client commands find the daemon from the same ``--config`` the service was started with, and
+keep working while that file holds an edit the daemon refused.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from retentiond.commands.common import (
+    EXIT_OK,
+    EXIT_UNREACHABLE,
+    load_settings_or_exit,
+    open_journal,
+)
+
+
+def _client_socket(config: str) -> Path:
+    """The socket a valid config names; for a file that does not validate, the socket its raw
+    text names (or the default), with a note, because a refused edit is exactly when an
+    operator runs `status`."""
+    from retentiond.config.loader import ConfigError, load_settings
+    from retentiond.daemon import control
+
+    path = Path(config).absolute()
+    try:
+        settings = load_settings(path, check_store=False)
+    except ConfigError:
+        print(
+            f"note: {config} does not validate; the daemon keeps its last good settings",
+            file=sys.stderr,
+        )
+        return control.peek_socket_path(path)
+    return control.socket_path(settings, path)
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    from retentiond.daemon.reload import ConfigWatcher
+    from retentiond.daemon.service import Daemon
+
+    config = Path(args.config).absolute()
+    watcher = ConfigWatcher(config)  # before loading: an edit in between is still a change
+    settings = load_settings_or_exit(str(config))
+    journal = open_journal(settings)  # opened even for dryRun: a reload may turn it off
+    return Daemon(config, settings, journal=journal, watcher=watcher).run()
+
+
+def _ask(args: argparse.Namespace, command: str) -> dict[str, object] | None:
+    from retentiond.daemon import control
+
+    path = _client_socket(args.config)
+    try:
+        return control.request(path, command)
+    except control.ControlError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return None
+
+
+def cmd_trigger_delete(args: argparse.Namespace) -> int:
+    reply = _ask(args, "trigger-delete")
+    if reply is None:
+        return EXIT_UNREACHABLE
+    print(
+        f"manual deletion requested: the next {reply.get('manual_rounds')} rounds run a "
+        "deletion pass at any hour (expired files only, unless the disk is over its forcible "
+        "ratio), as the broker's deleteExpiredCommitLog does"
+    )
+    return EXIT_OK
+
+
+def cmd_status(args: argparse.Namespace) -> int:
+    from retentiond.daemon.statustext import render
+
+    reply = _ask(args, "status")
+    if reply is None:
+        return EXIT_UNREACHABLE
+    if args.json:
+        json.dump(reply, sys.stdout, indent=2, sort_keys=True)
+        print()
+    else:
+        print(render(reply))
+    return EXIT_OK
+
+
+def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    p = sub.add_parser("run", help="run the daemon: scheduled rounds, live reload, control socket")
+    p.add_argument("--config", required=True, help="broker.yaml or broker.conf")
+    p.set_defaults(func=cmd_run)
+
+    p = sub.add_parser(
+        "trigger-delete",
+        help="ask the running daemon for manual deletion rounds (upstream's "
+        "executeDeleteFilesManually: the next 20 rounds)",
+    )
+    p.add_argument("--config", required=True, help="the config the daemon was started with")
+    p.set_defaults(func=cmd_trigger_delete)
+
+    p = sub.add_parser("status", help="the running daemon's live state")
+    p.add_argument("--config", required=True, help="the config the daemon was started with")
+    p.add_argument("--json", action="store_true", help="the status document, for scripts")
+    p.set_defaults(func=cmd_status)

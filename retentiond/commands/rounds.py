@@ -1,0 +1,87 @@
+"""`retentiond once` and `retentiond plan`: one round, or what one would do now."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from retentiond.commands.common import (
+    EXIT_OK,
+    EXIT_PARTIAL,
+    EXIT_STORE,
+    load_settings_or_exit,
+    open_journal,
+)
+from retentiond.kinds import kind_for
+
+
+def cmd_once(args: argparse.Namespace) -> int:
+    from retentiond.engine.cleaner import Cleaner
+    from retentiond.observe.report import human_bytes, render_plan
+
+    settings = load_settings_or_exit(args.config)
+    dry_run = args.dry_run or settings.daemon.dry_run
+    journal = None if dry_run else open_journal(settings)
+    cleaner = Cleaner(kind_for(settings), journal=journal)
+    result = cleaner.run_round(manual=args.manual, dry_run=dry_run)
+    plan = result.plan
+    if args.json:
+        doc = plan.as_dict(all_queue_files=False)
+        doc["type"] = "round"
+        doc["deleted"] = result.counts()
+        doc["failures"] = [
+            {"file": o.decision.path, "error": o.error, "cause": o.cause} for o in result.failed
+        ]
+        json.dump(doc, sys.stdout, indent=2)
+        print()
+    elif dry_run:
+        print(render_plan(plan))
+        print("dry run: nothing was deleted")
+    else:
+        for o in result.outcomes:
+            state = "deleted" if o.deleted else f"NOT deleted ({o.error})"
+            print(f"{state}: {o.decision.path} [{o.decision.reason}]")
+        counts = result.counts()
+        summary = ", ".join(
+            f"{kind} {c['files']} files {human_bytes(c['bytes'])}" for kind, c in counts.items()
+        )
+        print(f"round done in {result.duration_s:.2f}s: {summary}")
+    if journal is not None:
+        journal.close()
+    if plan.errors or plan.commitlog.triggers.error:
+        for err in [*plan.errors, plan.commitlog.triggers.error]:
+            if err:
+                print(f"error: {err}; nothing was deleted from this store", file=sys.stderr)
+        return EXIT_STORE
+    return EXIT_PARTIAL if result.failed else EXIT_OK
+
+
+def cmd_plan(args: argparse.Namespace) -> int:
+    from retentiond.engine.cleaner import Cleaner
+    from retentiond.observe.report import render_plan
+
+    settings = load_settings_or_exit(args.config)
+    plan = Cleaner(kind_for(settings)).plan(manual=args.manual)
+    if args.json:
+        json.dump(plan.as_dict(), sys.stdout, indent=2)
+        print()
+    else:
+        print(render_plan(plan, all_queue_files=args.all))
+    return EXIT_STORE if plan.errors or plan.commitlog.triggers.error else EXIT_OK
+
+
+def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    p = sub.add_parser("once", help="run exactly one cleaning round, as the daemon would")
+    p.add_argument("--config", required=True, help="broker.yaml or broker.conf")
+    p.add_argument("--dry-run", action="store_true", help="plan the round, delete nothing")
+    p.add_argument("--manual", action="store_true", help="make it a manual-delete round")
+    p.add_argument("--json", action="store_true", help="machine-readable result on stdout")
+    p.set_defaults(func=cmd_once)
+
+    p = sub.add_parser("plan", help="show what a round would do now, with every verdict")
+    p.add_argument("--config", required=True)
+    p.add_argument("--manual", action="store_true", help="plan a manual-delete round")
+    p.add_argument("--json", action="store_true", help="the versioned plan document")
+    p.add_argument("--all", action="store_true", help="list every consume-queue file")
+    p.set_defaults(func=cmd_plan)

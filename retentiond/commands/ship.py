@@ -1,0 +1,75 @@
+"""`retentiond ship`: copy closed journal segments to the fleet target once, by hand."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+from retentiond.commands.common import (
+    EXIT_OK,
+    EXIT_SHIP_FAILED,
+    EXIT_USAGE,
+    journal_dir,
+    load_settings_or_exit,
+)
+from retentiond.journal.ship import ship_once
+
+
+def cmd_ship(args: argparse.Namespace) -> int:
+    settings = load_settings_or_exit(args.config)
+    target = Path(args.target) if args.target else settings.daemon.ship_target
+    if target is None:
+        print(
+            "error: no target: set retentiond.ship.target in the config or pass --target",
+            file=sys.stderr,
+        )
+        return EXIT_USAGE
+    directory = journal_dir(settings)
+    if not directory.is_dir():
+        print(f"nothing to ship: no journal at {directory}")
+        return EXIT_OK
+    started = time.monotonic()
+    d = settings.daemon
+    result = ship_once(
+        directory,
+        target,
+        max_local_bytes=d.ship_max_local_bytes,
+        max_segment_age_ms=d.journal_max_segment_age_ms,
+        flush=args.flush,
+    )
+    if result.busy:
+        print("another shipper (the daemon's job) is running on this journal; try again")
+        return EXIT_SHIP_FAILED
+    print(
+        f"shipped {result.shipped_segments} segments ({result.shipped_records} records, "
+        f"{result.files_written} files) to {target} in {time.monotonic() - started:.2f}s; "
+        f"{result.backlog_segments} closed segments ({result.backlog_bytes} bytes) kept locally"
+    )
+    if result.torn_lines:
+        print(f"warning: {result.torn_lines} torn journal lines skipped", file=sys.stderr)
+    if result.dropped_segments:
+        print(
+            f"error: dropped {result.dropped_segments} unshipped segments "
+            f"({result.dropped_records} records) to stay within retentiond.ship.maxLocalBytes",
+            file=sys.stderr,
+        )
+    if result.error:
+        print(f"error: {result.error}", file=sys.stderr)
+        return EXIT_SHIP_FAILED
+    return EXIT_OK
+
+
+def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    p = sub.add_parser(
+        "ship", help="ship closed journal segments to retentiond.ship.target once, now"
+    )
+    p.add_argument("--config", required=True, help="broker.yaml or broker.conf")
+    p.add_argument("--target", help="ship here instead of retentiond.ship.target")
+    p.add_argument(
+        "--flush",
+        action="store_true",
+        help="close the active segment first, so everything journaled so far ships",
+    )
+    p.set_defaults(func=cmd_ship)

@@ -1,0 +1,1 @@
+"""Configuration: the key schema, the loaders (broker.yaml, broker.conf), the Settings."""

@@ -1,0 +1,367 @@
+"""One cleaning round, wired end to end: scan → plan → holds → execute → journal, for any kind.
+
+The Cleaner runs a store kind (``engine.kind.StoreKind``) and owns the state the engine keeps
+between rounds: the remaining manual rounds and the first attempts on files another process
+held (the kind keeps its own, such as the CommitLog minimum its queue pass acted on).
+``plan()`` and a dry-run round call the very same planning code as a real round and stop
+before the executor.
+
+Safety around the plan (``guard.py``): files held by other processes are deferred and then
+forced (upstream's destroy/reDeleteHangedFile); bytes unlinked but still held by the broker are
+subtracted from disk usage before the pressure triggers are evaluated (``round.Round``); before
+the first real round the journal is reconciled (``journal.reconcile``); a journal on a full disk
+holds records in memory (``journal.spool``); bad files and store errors are reported once and
+counted (``faults.py``).
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, replace
+
+import structlog
+
+from retentiond.config.settings import Settings
+from retentiond.engine.execute import Executor, JournalFailed, Outcome, RoundContext
+from retentiond.engine.faults import FaultCounters, OnceReporter, StoreErrorWatch
+from retentiond.engine.guard import Guard
+from retentiond.engine.holders import PROC
+from retentiond.engine.holds import HeldFile, HoldIntervals, resolve
+from retentiond.engine.inuse import PendingTotals
+from retentiond.engine.kind import RoundPlan, StoreKind
+from retentiond.engine.round import Mode, Round
+from retentiond.journal.place import shares_store_filesystem
+from retentiond.journal.reconcile import ReconcileResult, reconcile
+from retentiond.journal.spool import SpoolingJournal
+from retentiond.journal.writer import Journal
+from retentiond.reasons import Kind
+
+log = structlog.get_logger("retentiond.cleaner")
+
+MAX_MANUAL_DELETE_FILE_TIMES = 20  # upstream: each manual request opens 20 rounds
+_LOG_HELD = 10  # newly held files logged one by one per round; the rest are summed up
+
+
+def wall_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+@dataclass(frozen=True)
+class CleanerState:
+    manual_rounds_remaining: int = 0
+    # Files whose deletion was deferred because another process held them, by path: upstream's
+    # firstShutdownTimestamp. Replaced (never mutated) by the round thread.
+    held: Mapping[str, HeldFile] = field(default_factory=dict)
+
+
+@dataclass
+class RoundResult:
+    plan: RoundPlan
+    outcomes: list[Outcome] = field(default_factory=list)
+    stopped: bool = False
+    duration_s: float = 0.0
+    slept_s: float = 0.0  # time spent in the pacing sleeps between deletions
+    journal_error: str | None = None  # the journal refused a record: the round ended there
+    file_kinds: tuple[Kind, ...] = tuple(Kind)  # the store kind's, for the per-kind counts
+
+    @property
+    def deleted(self) -> list[Outcome]:
+        return [o for o in self.outcomes if o.deleted]
+
+    @property
+    def failed(self) -> list[Outcome]:
+        return [o for o in self.outcomes if not o.deleted]
+
+    def counts(self) -> dict[str, dict[str, int]]:
+        files: Counter[str] = Counter()
+        size: Counter[str] = Counter()
+        for o in self.deleted:
+            files[str(o.decision.kind)] += 1
+            size[str(o.decision.kind)] += o.decision.identity.size if o.decision.identity else 0
+        return {k.value: {"files": files[k.value], "bytes": size[k.value]} for k in self.file_kinds}
+
+
+class Cleaner:
+    def __init__(
+        self,
+        kind: StoreKind,
+        *,
+        journal: Journal | SpoolingJournal | None = None,
+        stop: threading.Event | None = None,
+        clock_ms: Callable[[], int] = wall_ms,
+        on_outcome: Callable[[Outcome], None] | None = None,
+        proc_root: str = PROC,
+        hold_rules: HoldIntervals | None = None,
+    ) -> None:
+        self.kind = kind
+        if journal is not None and not isinstance(journal, SpoolingJournal):
+            journal = SpoolingJournal(journal)
+        self.journal = journal
+        self.stop = stop or threading.Event()
+        self.clock_ms = clock_ms
+        self.on_outcome = on_outcome  # chained by the daemon's state and the metrics
+        self.on_phase: Callable[[str], None] | None = None  # phase marks (metrics)
+        self.state = CleanerState()
+        self.last_result: RoundResult | None = None
+        self.guard = Guard(proc_root, hold_rules)
+        self.faults = FaultCounters()
+        self._bad_files = OnceReporter(self.faults)
+        self._store_errors = StoreErrorWatch(self.faults)
+        self.last_reconcile: ReconcileResult | None = None
+        self._reconciled = False
+        if journal is not None and shares_store_filesystem(journal.directory, kind.directories()):
+            log.warning(
+                "the journal is on the store's filesystem: on a full disk its records are held "
+                "in memory until space is freed; set retentiond.journal.dir to another one",
+                journal=str(journal.directory),
+            )
+
+    @property
+    def settings(self) -> Settings:
+        return self.kind.settings
+
+    def reconfigure(self, settings: Settings) -> None:
+        """Take new settings from the next round on; round state survives a reload."""
+        self.kind.reconfigure(settings)
+
+    def request_manual(self) -> None:
+        """upstream executeDeleteFilesManually: the next 20 rounds run a deletion pass."""
+        self.state = replace(self.state, manual_rounds_remaining=MAX_MANUAL_DELETE_FILE_TIMES)
+
+    # ---- held files ---------------------------------------------------------------------
+    def _held(self) -> Mapping[str, HeldFile]:
+        return self.state.held
+
+    def _remember_held(self, seen: dict[str, HeldFile]) -> None:
+        """Keep first attempts (upstream firstShutdownTimestamp); log each new one once."""
+        if not seen:
+            return
+        held = dict(self.state.held)
+        rules = self.guard.rules(self.kind)
+        new = 0
+        for path, h in seen.items():
+            if held.get(path) is h:
+                continue
+            held[path] = h
+            new += 1
+            if new <= _LOG_HELD:
+                log.warning(
+                    "deletion deferred: another process holds the file",
+                    file=path,
+                    holders=list(h.holders) or "cannot be seen",
+                    forced_in_ms=rules.interval(h.kind),
+                )
+        if new > _LOG_HELD:
+            log.warning("deletion deferred for more held files", more=new - _LOG_HELD)
+        self.state = replace(self.state, held=held)
+
+    def _prune_held(self) -> None:
+        """Forget first attempts on files that are gone by now."""
+        held = self.state.held
+        gone = [p for p in held if not os.path.lexists(p)]
+        if gone:
+            self.state = replace(self.state, held={p: h for p, h in held.items() if p not in gone})
+
+    # ---- rounds -------------------------------------------------------------------------
+    def _manual_now(self, manual: bool) -> bool:
+        return manual or self.state.manual_rounds_remaining > 0
+
+    def _round(self, mode: Mode, manual: bool, now: int) -> Round:
+        executor = None
+        if mode is Mode.REAL:
+            if self.journal is None:
+                raise RuntimeError("a real round needs a journal")
+            executor = Executor(self.kind, self.journal, stop=self.stop, on_outcome=self._outcome)
+        context = RoundContext(
+            config_hash=self.settings.config_hash,
+            dry_run=mode is not Mode.REAL,
+            disk_ratio_before=None,
+            now_ms=self.clock_ms,
+        )
+        self.guard.begin_round(self.kind)
+        return Round(
+            self.kind,
+            self.guard,
+            now_ms=now,
+            manual=self._manual_now(manual),
+            mode=mode,
+            held=self._held,
+            remember_held=self._remember_held,
+            on_phase=self.on_phase if mode is not Mode.PLAN else None,
+            executor=executor,
+            context=context,
+        )
+
+    def plan(self, *, manual: bool = False) -> RoundPlan:
+        """What a round would do now. Changes nothing, not even the round state."""
+        now = self.clock_ms()
+        snap = self.kind.scan(now)
+        return self.kind.plan_round(snap, self._round(Mode.PLAN, manual, now))
+
+    def reconcile(self) -> ReconcileResult | None:
+        """Give orphaned intents their outcome: once per process, before the first real
+        round (``once`` and the daemon both run rounds, so both reconcile)."""
+        if self._reconciled or self.journal is None:
+            return self.last_reconcile
+        try:
+            result = reconcile(self.journal.directory, self.journal.append, now_ms=self.clock_ms())
+        except OSError as exc:
+            log.error("journal reconciliation failed; retried next round", error=str(exc))
+            return None
+        self._reconciled = True
+        self.last_reconcile = result
+        self.faults.reconciled += result.deleted + result.aborted
+        self.faults.torn_journal_lines += result.torn
+        return result
+
+    def _outcome(self, outcome: Outcome) -> None:
+        """Every file outcome: pending-release and held bookkeeping, counters, then the
+        daemon's and the metrics' hook (read at call time: they chain onto it)."""
+        d = outcome.decision
+        if outcome.deleted:
+            if d.path in self.state.held:
+                held = {p: h for p, h in self.state.held.items() if p != d.path}
+                self.state = replace(self.state, held=held)
+            self.guard.note_outcome(outcome, self.clock_ms())
+        elif outcome.cause == "unlink_failed":
+            self.faults.unlink_failed += 1
+        hook = self.on_outcome
+        if hook is not None:
+            hook(outcome)
+
+    def run_round(self, *, manual: bool = False, dry_run: bool = False) -> RoundResult:
+        started = time.monotonic()
+        if not dry_run:
+            self.reconcile()
+            self._prune_held()
+        now = self.clock_ms()
+        snap = self.kind.scan(now)
+        rnd = self._round(Mode.DRY_RUN if dry_run else Mode.REAL, manual, now)
+        plan = self.kind.plan_round(snap, rnd)
+        if plan.ran_deletion_pass() and self.state.manual_rounds_remaining > 0:
+            self.state = replace(
+                self.state, manual_rounds_remaining=self.state.manual_rounds_remaining - 1
+            )
+        if rnd.journal_error is not None:
+            self.faults.journal_failures += 1
+            log.error(
+                "the journal refused a record: no more deletions this round",
+                error=rnd.journal_error,
+            )
+        result = RoundResult(
+            plan,
+            rnd.outcomes,
+            rnd.stopped,
+            time.monotonic() - started,
+            rnd.slept_s,
+            rnd.journal_error,
+            self.kind.file_kinds,
+        )
+        self.last_result = result
+        self._bad_files.observe(plan)
+        self._store_errors.observe(plan)
+        if not dry_run and self.journal is not None:
+            self._journal_round(result)
+        return result
+
+    def redelete_hanged(self) -> Outcome | None:
+        """upstream reDeleteHangedFile (spec §4.7), run every ``redeleteHangedFileInterval``:
+        if the kind's head file is one a round had to leave because another process held it,
+        delete it now if it was released (with its original reason) or once the forcible
+        interval has passed (``forced_after_hold``). The caller keeps the cadence."""
+        if self.journal is None or self.settings.daemon.dry_run or not self.state.held:
+            return None
+        self.reconcile()
+        now = self.clock_ms()
+        planned = self.kind.redelete_candidate(now, self.state.held)
+        if planned is None:
+            return None
+        record = self.state.held[planned.path]
+        self.guard.begin_round(self.kind)
+        holders = self.guard.holders_of(self.kind, now)(planned)
+        interval = self.guard.rules(self.kind).interval(planned.kind)
+        decision, _ = resolve(planned, holders, record, now, interval)
+        if not decision.delete:
+            return None
+        log.info("retrying a held head file (reDeleteHangedFile)", file=planned.path)
+        executor = Executor(self.kind, self.journal, stop=self.stop, on_outcome=self._outcome)
+        ctx = RoundContext(self.settings.config_hash, False, None, self.clock_ms)
+        try:
+            return executor.delete_one(decision, ctx)
+        except JournalFailed as exc:
+            self.faults.journal_failures += 1
+            return exc.outcome
+
+    def _journal_round(self, result: RoundResult) -> None:
+        plan = result.plan
+        gone = frozenset(o.decision.path for o in result.deleted)
+        release = self.guard.inuse.totals()
+        record = {
+            "type": "round",
+            "time_ms": plan.now_ms,
+            "manual": plan.manual,
+            **self.kind.round_fields(plan, gone),
+            "deleted": result.counts(),
+            "failures": len(result.failed),
+            "errors": list(plan.errors),
+            "stopped": result.stopped,
+            "duration_ms": round(result.duration_s * 1000, 3),
+            "config_hash": plan.config_hash,
+            "pending_release": {"files": release.files, "bytes": release.bytes},
+            "owner_running": self.guard.owner.running,
+            "held_files": len(self.state.held),
+            "journal_error": result.journal_error,
+        }
+        try:
+            self.journal.append(record)  # type: ignore[union-attr]
+        except OSError as exc:
+            log.error("journal write failed for round record", error=str(exc))
+        if self.journal is not None and self.journal.held:
+            log.error("journal records are held in memory (disk full?)", held=self.journal.held)
+
+    # ---- for status and metrics (any thread) ------------------------------------------
+    def pending_release(self) -> PendingTotals:
+        """(files, bytes) unlinked but still open or mapped somewhere: not yet free."""
+        return self.guard.inuse.totals()
+
+    def owner_running(self) -> bool | None:
+        """Whether a broker holds the store's lock; None if that could not be read."""
+        return self.guard.owner.running
+
+    def proc_view_complete(self) -> bool | None:
+        """Whether the last holder map saw every process (False: doubt, files held count as
+        held by others); None before the first map."""
+        return self.guard.inuse.view_complete
+
+    def held_count(self) -> int:
+        """Files whose deletion waits because another process holds them."""
+        return len(self.state.held)
+
+    def store_errors(self) -> int:
+        """Rounds so far in which a store path could not be read or measured."""
+        return self.faults.store_error_rounds
+
+    def fault_counts(self) -> dict[str, int]:
+        """Every fault counter (cumulative), plus the journal's records held in memory now."""
+        counts = self.faults.as_dict()
+        j = self.journal
+        counts["journal_held"] = j.held if j is not None else 0
+        counts["journal_space_errors"] = j.space_errors if j is not None else 0
+        counts["journal_dropped"] = j.dropped if j is not None else 0
+        return counts
+
+    def safety_status(self) -> dict[str, object]:
+        """The `status` document's ``safety`` section."""
+        doc = self.guard.status(self.state.held)
+        doc["faults"] = self.fault_counts()
+        doc["journal_last_error"] = self.journal.last_error if self.journal is not None else None
+        doc["reconcile"] = self.last_reconcile.as_dict() if self.last_reconcile else None
+        return doc
+
+    def flush_journal(self) -> bool:
+        """Write records held in memory, if any (at shutdown); True if none are left."""
+        return self.journal.flush() if self.journal is not None else True

@@ -1,0 +1,126 @@
+"""The seam between the engine and a broker format: what a store kind offers the engine.
+
+A store kind (``retentiond.kinds.<name>``) knows its files and its rules: how to list a store,
+which files a round may delete and why, how to tell just before an unlink that a file still
+qualifies, and what its round record says. The engine knows the rest and nothing of any kind:
+the round's order of business, holds by other processes, pending release, the executor, the
+journal. ``docs/architecture.md`` shows where a new kind plugs in.
+
+The kind drives its own stages, because a format's passes depend on each other (RocketMQ's
+queues are judged by the CommitLog minimum *after* its files went): it plans a stage, hands the
+engine each ordered run of deletions through ``Round.hold`` and ``Round.execute``, reads the
+outcomes back, and plans the next stage. In a dry run or a ``plan`` the same calls simply do
+not unlink, so a dry run cannot diverge from a real round.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator, Mapping
+from typing import TYPE_CHECKING, Any, Protocol
+
+from retentiond.config.settings import Settings
+from retentiond.engine.decision import Decision
+from retentiond.engine.holds import HeldFile, HoldIntervals
+from retentiond.reasons import Kind
+
+if TYPE_CHECKING:
+    from retentiond.engine.round import Round
+
+
+class RoundPlan(Protocol):
+    """A kind's plan for one round, as the engine, the journal and the reports see it."""
+
+    now_ms: int
+    config_hash: str
+    errors: tuple[str, ...]  # store errors: nothing was deleted from what they cover
+    foreign: tuple[tuple[str, str], ...]  # (path, why) of entries outside the naming scheme
+    manual: bool
+    dry_run: bool
+
+    def decisions(self) -> Iterator[Decision]:
+        """Every examined file, with its verdict and reason."""
+        ...
+
+    def store_errors(self) -> list[str]:
+        """Why (part of) the store could not be judged this round: nothing was deleted from
+        what an error covers. Empty when the whole store was judged."""
+        ...
+
+    def problems(self) -> list[tuple[str, str]]:
+        """(path, problem) for every bad file or foreign entry the plan skipped."""
+        ...
+
+    def ran_deletion_pass(self) -> bool:
+        """A deletion pass ran: it uses up one of the rounds a manual request opened."""
+        ...
+
+    def as_dict(self, *, all_queue_files: bool = True) -> dict[str, object]:
+        """The versioned plan document (``plan --json``)."""
+        ...
+
+
+class StoreKind(Protocol):
+    """One broker format behind the engine. Lives as long as its Cleaner; keeps its own
+    between-round memory (caches, the offsets its passes acted on)."""
+
+    name: str
+    file_kinds: tuple[Kind, ...]  # the kinds of file it deletes, for counts and labels
+    settings: Settings
+
+    def reconfigure(self, settings: Settings) -> None:
+        """Take new settings from the next round on; round memory survives a reload."""
+        ...
+
+    # ---- where its files are ------------------------------------------------------------
+    def directories(self) -> tuple[str, ...]:
+        """The directories its files live in, as configured and as resolved (``/proc``
+        shows the resolved path of an open file)."""
+        ...
+
+    def owner_lock(self) -> str:
+        """The file the broker locks while it runs: its holder is the store's owner."""
+        ...
+
+    def hold_intervals(self) -> HoldIntervals:
+        """How long a file another process holds may wait before it goes anyway."""
+        ...
+
+    # ---- a round ------------------------------------------------------------------------
+    def scan(self, now_ms: int) -> Any:
+        """A read-only snapshot of the store (the kind's own type)."""
+        ...
+
+    def plan_round(self, snapshot: Any, rnd: Round) -> RoundPlan:
+        """Plan the round stage by stage, executing through ``rnd`` (see the module doc)."""
+        ...
+
+    def redelete_candidate(self, now_ms: int, held: Mapping[str, HeldFile]) -> Decision | None:
+        """upstream reDeleteHangedFile: the head file a round left because it was held, to be
+        tried again between rounds; None when there is none."""
+        ...
+
+    def status(self) -> dict[str, object]:
+        """The kind's part of the daemon's ``status`` document (its round memory)."""
+        ...
+
+    def round_fields(self, plan: RoundPlan, deleted: frozenset[str]) -> dict[str, object]:
+        """The kind's part of the journal's ``round`` record."""
+        ...
+
+    # ---- just before an unlink ----------------------------------------------------------
+    def open_parent(self, decision: Decision) -> int:
+        """A directory handle on the file's parent, reached from a configured directory
+        without following a symlink; raises ``PermissionError`` for a path outside the store."""
+        ...
+
+    def recheck(
+        self, decision: Decision, st: os.stat_result, now_ms: int, floor: int | None
+    ) -> str | None:
+        """None if the file (identity already checked) still qualifies; otherwise why not.
+        ``floor`` is the value the run was planned against (a minimum offset, say)."""
+        ...
+
+    def journal_fields(self, decision: Decision, now_ms: int) -> dict[str, object]:
+        """The kind's part of an ``intent``/``deletion`` record (``forced`` at least)."""
+        ...

@@ -1,0 +1,182 @@
+"""Start-up reconciliation: give every orphaned intent its outcome.
+
+The executor fsyncs an ``intent`` before each unlink and appends a ``deletion`` (or ``abort``)
+after it. A process killed in between leaves an intent without an outcome. Before its first
+round, a cleaner reads the journal and, for every intent whose writer is no longer alive:
+
+* the file is gone (or another file now has its name): append a ``deletion`` record copied
+  from the intent, marked ``reconciled: true`` — the unlink happened;
+* the file is still there, unchanged: append an ``abort`` marked ``reconciled: true`` — it
+  did not; a later round plans it again.
+
+Several processes may write one journal (a ``retentiond once`` beside the daemon), so an
+intent belongs to its *writer* (boot id, pid and process start time, stamped on the intent)
+and is only reconciled once that writer is gone; ``reconcile.lock`` in the journal directory
+keeps two starting processes from reconciling the same intent twice. Torn lines (a kill in
+the middle of a write) are skipped and counted, never fatal.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import structlog
+
+from retentiond.journal.writer import list_segments, parse_line
+
+log = structlog.get_logger("retentiond.reconcile")
+
+LOCK_NAME = "reconcile.lock"
+_OUTCOMES = (b'"type":"deletion"', b'"type":"abort"')
+_INTENT = b'"type":"intent"'
+_PROC = "/proc"
+_INTENT_ONLY = ("type", "writer", "ino", "dev")  # not carried over to the deletion record
+
+
+def _boot_id(proc_root: str = _PROC) -> str:
+    try:
+        with open(f"{proc_root}/sys/kernel/random/boot_id") as fh:
+            return fh.read().strip()[:8]
+    except OSError:
+        return "unknown"
+
+
+def _start_time(pid: int, proc_root: str = _PROC) -> str | None:
+    """Field 22 of /proc/<pid>/stat (clock ticks after boot): pid + this = one process."""
+    try:
+        with open(f"{proc_root}/{pid}/stat", encoding="ascii", errors="replace") as fh:
+            text = fh.read()
+        return text[text.rindex(")") + 2 :].split()[19]
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def writer_identity(proc_root: str = _PROC) -> str:
+    """``boot:pid:start`` of this process, stamped on its intents."""
+    pid = os.getpid()
+    return f"{_boot_id(proc_root)}:{pid}:{_start_time(pid, proc_root) or '0'}"
+
+
+def writer_alive(identity: object, proc_root: str = _PROC) -> bool:
+    """True only if the process that wrote an intent is still running (same boot, pid, start)."""
+    if not isinstance(identity, str):
+        return False
+    parts = identity.split(":")
+    if len(parts) != 3 or not parts[1].isdigit():
+        return False
+    boot, pid, start = parts
+    if boot != _boot_id(proc_root):
+        return False
+    return _start_time(int(pid), proc_root) == start
+
+
+@dataclass
+class ReconcileResult:
+    intents: int = 0  # intents read
+    open_intents: int = 0  # without an outcome
+    deleted: int = 0  # reconciled as deleted
+    aborted: int = 0  # reconciled as not deleted
+    live: int = 0  # left alone: their writer is still running
+    torn: int = 0  # lines that did not parse
+    segments: int = 0
+
+    def as_dict(self) -> dict[str, int]:
+        return dict(self.__dict__)
+
+
+def _scan(directory: Path, result: ReconcileResult) -> dict[str, dict[str, Any]]:
+    """Intents without an outcome, in journal order. Only intent/outcome lines are parsed."""
+    open_: dict[str, dict[str, Any]] = {}
+    for _, path in list_segments(directory):
+        result.segments += 1
+        try:
+            with open(path, "rb") as fh:
+                lines = fh.readlines()
+        except FileNotFoundError:
+            continue  # shipped away meanwhile
+        for line in lines:
+            if _INTENT not in line and not any(o in line for o in _OUTCOMES):
+                if not line.endswith(b"\n"):
+                    result.torn += 1
+                continue
+            record = parse_line(line)
+            if record is None:
+                result.torn += 1
+                continue
+            op_id = record.get("id")
+            if not isinstance(op_id, str):
+                continue
+            if record.get("type") == "intent":
+                result.intents += 1
+                open_[op_id] = record
+            elif record.get("type") in ("deletion", "abort"):
+                open_.pop(op_id, None)
+    return open_
+
+
+def _still_there(intent: dict[str, Any]) -> bool:
+    """The very file the intent named is still on disk (same size and mtime; inode if known)."""
+    path = intent.get("file")
+    if not isinstance(path, str):
+        return False
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        return False
+    except OSError:
+        return True  # cannot tell: say "not deleted" (a later round re-plans it)
+    if "ino" in intent and intent.get("ino") != st.st_ino:
+        return False
+    if "bytes" in intent and intent.get("bytes") != st.st_size:
+        return False
+    return not ("mtime_ms" in intent and intent.get("mtime_ms") != st.st_mtime_ns // 1_000_000)
+
+
+def reconcile(
+    directory: Path,
+    append: Callable[[dict[str, object]], None],
+    *,
+    now_ms: int,
+    alive: Callable[[object], bool] = writer_alive,
+) -> ReconcileResult:
+    """Append an outcome for every intent of a dead writer that has none. Never deletes."""
+    directory = Path(directory)
+    result = ReconcileResult()
+    if not directory.is_dir():
+        return result
+    fd = os.open(directory / LOCK_NAME, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o640)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        orphans = _scan(directory, result)
+        result.open_intents = len(orphans)
+        for op_id, intent in orphans.items():
+            if alive(intent.get("writer")):
+                result.live += 1
+                continue
+            if _still_there(intent):
+                append(
+                    {
+                        "type": "abort",
+                        "id": op_id,
+                        "file": intent.get("file"),
+                        "kind": intent.get("kind"),
+                        "error": "interrupted before the unlink (reconciled at start-up)",
+                        "reconciled": True,
+                        "time_ms": now_ms,
+                    }
+                )
+                result.aborted += 1
+            else:
+                keep = {k: v for k, v in intent.items() if k not in _INTENT_ONLY}
+                append({**keep, "type": "deletion", "reconciled": True, "reconciled_ms": now_ms})
+                result.deleted += 1
+    finally:
+        os.close(fd)
+    if result.open_intents or result.torn:
+        log.warning("journal reconciled at start-up", **result.as_dict())
+    return result

@@ -1,0 +1,480 @@
+"""Shipping: closed journal segments to the fleet's target directory, laid out for Spark.
+
+``<target>/<record type>/dt=YYYY-MM-DD/cluster=<c>/broker=<b>/<host>-<journal id>-<seq>.jsonl.gz``
+
+One closed segment becomes one gzip file per (type, day, cluster, broker, host) it holds. The
+order of operations is what makes a crash at any point harmless:
+
+1. each file is written under a hidden temporary name (Spark, DuckDB and globs skip names
+   starting with ``.``), fsynced, renamed over its final name and the directory fsynced;
+2. every file is read back and its record count and SHA-256 compared with what was meant;
+3. only then is the local segment removed.
+
+Names (and, since gzip's timestamp is pinned, bytes) are a function of the segment alone, so a
+copy repeated after a crash between 1 and 3 replaces itself: no record is ever shipped twice.
+
+When the target cannot be written, cleaning goes on (this runs in its own scheduler job) and
+segments stay local, bounded by ``retentiond.ship.maxLocalBytes``: past it the oldest closed
+segments are dropped, with an error log and the ``dropped`` counters (exported as metrics).
+"""
+
+from __future__ import annotations
+
+import fcntl
+import gzip
+import hashlib
+import io
+import os
+import re
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, Protocol
+from urllib.parse import quote
+
+import structlog
+
+from retentiond.config.settings import Settings
+from retentiond.journal import writer as jr
+
+log = structlog.get_logger("retentiond.ship")
+
+SHIP_LOCK_NAME = "ship.lock"
+SHIP_JOB = "ship"
+_TYPE = re.compile(r"[a-z][a-z0-9_]{0,31}")
+
+
+class ShipError(Exception):
+    """The target could not be written or a copy did not verify; the segment stays local."""
+
+
+class JournalLike(Protocol):
+    """What the shipper needs from the daemon's journal (a wrapper may stand in for it)."""
+
+    def rotate_if_due(self) -> bool: ...
+
+
+@dataclass
+class ShipCounters:
+    """Cumulative, process-wide figures; observe/ exports them as Prometheus metrics."""
+
+    runs: int = 0
+    failures: int = 0
+    segments_shipped: int = 0
+    records_shipped: int = 0
+    files_written: int = 0
+    torn_lines: int = 0
+    segments_dropped: int = 0
+    records_dropped: int = 0
+    bytes_dropped: int = 0
+    backlog_segments: int = 0  # closed segments still local after the last run
+    backlog_bytes: int = 0
+    last_success_ms: int | None = None
+    last_error: str | None = None
+    lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+
+COUNTERS = ShipCounters()
+
+
+@dataclass
+class ShipResult:
+    shipped_segments: int = 0
+    shipped_records: int = 0
+    files_written: int = 0
+    torn_lines: int = 0
+    dropped_segments: int = 0
+    dropped_records: int = 0
+    backlog_segments: int = 0
+    backlog_bytes: int = 0
+    error: str | None = None
+    busy: bool = False  # another shipper held the journal's ship lock; nothing was done
+
+
+# --- names ---------------------------------------------------------------------------------
+
+
+def _part(value: object) -> str:
+    """A partition value as Spark writes it: path-unsafe characters %-escaped."""
+    return quote(str(value), safe="-_.~+@:,")
+
+
+def record_day(record: dict[str, object], fallback_ms: int) -> str:
+    """The UTC day a record is filed under (``dt=``)."""
+    value = record.get("time_ms")
+    ms = value if isinstance(value, int) and not isinstance(value, bool) else fallback_ms
+    return datetime.fromtimestamp(ms / 1000, UTC).strftime("%Y-%m-%d")
+
+
+def record_type(record: dict[str, object]) -> str:
+    value = record.get("type")
+    return value if isinstance(value, str) and _TYPE.fullmatch(value) else "invalid"
+
+
+def shipped_path(
+    target: Path, kind: str, day: str, cluster: str, broker: str, host: str, jid: str, seq: int
+) -> Path:
+    name = f"{_part(host)}-{jid}-{seq:012d}.jsonl.gz"
+    return (
+        Path(target) / kind / f"dt={day}" / f"cluster={_part(cluster)}" / f"broker={_part(broker)}"
+    ) / name
+
+
+# --- one segment ---------------------------------------------------------------------------
+
+
+@dataclass
+class _Group:
+    lines: list[bytes] = field(default_factory=list)
+
+    def digest(self) -> str:
+        h = hashlib.sha256()
+        for line in self.lines:
+            h.update(line)
+        return h.hexdigest()
+
+
+def _group_segment(path: Path, target: Path, jid: str, stats: jr.ReadStats) -> dict[Path, _Group]:
+    """The segment's lines, unchanged, grouped by the file each must go to."""
+    seq = jr.segment_seq(path)
+    fallback = int(path.stat().st_mtime * 1000)
+    groups: dict[Path, _Group] = {}
+    with open(path, "rb") as fh:
+        for line in fh:
+            if line == b"\n":
+                continue
+            record = jr.parse_line(line)
+            if record is None:
+                stats.torn += 1
+                continue
+            stats.records += 1
+            dest = shipped_path(
+                target,
+                record_type(record),
+                record_day(record, fallback),
+                str(record.get("cluster", "unknown")),
+                str(record.get("broker", "unknown")),
+                str(record.get("host", "unknown")),
+                jid,
+                seq,
+            )
+            groups.setdefault(dest, _Group()).lines.append(line)
+    return groups
+
+
+def _gzip_bytes(lines: list[bytes]) -> bytes:
+    """Deterministic gzip: no name and mtime 0, so a repeated copy is byte-identical."""
+    buf = io.BytesIO()
+    with gzip.GzipFile(filename="", mode="wb", fileobj=buf, mtime=0, compresslevel=6) as gz:
+        for line in lines:
+            gz.write(line)
+    return buf.getvalue()
+
+
+def _write_atomically(dest: Path, data: bytes) -> None:
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    tmp = dest.with_name(f".{dest.name}.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o644)
+    try:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view) :]
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    os.replace(tmp, dest)
+    jr._fsync_dir(dest.parent)
+
+
+def _verify(dest: Path, group: _Group) -> None:
+    with gzip.open(dest, "rb") as fh:
+        lines = fh.read().splitlines(keepends=True)
+    got = _Group(lines)
+    if len(lines) != len(group.lines) or got.digest() != group.digest():
+        raise ShipError(
+            f"{dest}: read back {len(lines)} records, expected {len(group.lines)} "
+            "(or the content differs); the segment is kept"
+        )
+
+
+def ship_segment(path: Path, target: Path, jid: str) -> tuple[int, int, int]:
+    """Copy one closed segment and verify the copies; returns (records, files, torn lines).
+
+    The caller removes the segment afterwards. Raises ShipError or OSError on failure.
+    """
+    stats = jr.ReadStats()
+    groups = _group_segment(path, target, jid, stats)
+    for dest, group in groups.items():
+        _write_atomically(dest, _gzip_bytes(group.lines))
+    for dest, group in groups.items():
+        _verify(dest, group)
+    return stats.records, len(groups), stats.torn
+
+
+# --- a pass over the journal ---------------------------------------------------------------
+
+
+def _count_lines(path: Path) -> int:
+    try:
+        with open(path, "rb") as fh:
+            return sum(chunk.count(b"\n") for chunk in iter(lambda: fh.read(1 << 20), b""))
+    except OSError:
+        return 0
+
+
+def _remove(path: Path) -> None:
+    os.unlink(path)
+    jr._fsync_dir(path.parent)
+
+
+def _enforce_budget(directory: Path, max_local_bytes: int, result: ShipResult) -> None:
+    """Drop the oldest closed segments until the unshipped backlog fits the budget."""
+    closed = jr.closed_segments(directory)
+    sizes = {p: p.stat().st_size for _, p in closed}
+    total = sum(sizes.values())
+    for _, path in closed:
+        if total <= max_local_bytes:
+            break
+        lines = _count_lines(path)
+        _remove(path)
+        total -= sizes[path]
+        result.dropped_segments += 1
+        result.dropped_records += lines
+        with COUNTERS.lock:
+            COUNTERS.segments_dropped += 1
+            COUNTERS.records_dropped += lines
+            COUNTERS.bytes_dropped += sizes[path]
+        log.error(
+            "JOURNAL SEGMENT DROPPED UNSHIPPED: the ship target has been unreachable and the "
+            "local backlog exceeds retentiond.ship.maxLocalBytes",
+            segment=str(path),
+            records=lines,
+            bytes=sizes[path],
+            max_local_bytes=max_local_bytes,
+        )
+    result.backlog_segments = len(closed) - result.dropped_segments
+    result.backlog_bytes = total
+
+
+def _try_ship_lock(directory: Path) -> int | None:
+    fd = os.open(directory / SHIP_LOCK_NAME, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o640)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        os.close(fd)
+        return None
+    return fd
+
+
+def ship_once(
+    directory: Path,
+    target: Path,
+    *,
+    max_local_bytes: int,
+    max_segment_age_ms: int,
+    journal: JournalLike | None = None,
+    flush: bool = False,
+    now_ms: Callable[[], int] = jr.wall_ms,
+) -> ShipResult:
+    """One pass: close an idle segment, ship every closed one oldest first, keep the budget.
+
+    ``journal`` is the writer's own handle when called from the daemon; without it (the CLI)
+    an idle segment is closed through the directory lock instead. ``flush`` closes the
+    active segment whatever its age.
+    """
+    directory, target = Path(directory), Path(target)
+    result = ShipResult()
+    lock = _try_ship_lock(directory)
+    if lock is None:
+        result.busy = True
+        return result
+    try:
+        _close_active(directory, journal, flush, max_segment_age_ms, now_ms())
+        try:
+            _ship_closed(directory, target, result)
+        except (OSError, ShipError) as exc:
+            result.error = str(exc)
+            log.warning(
+                "shipping failed; segments kept locally", target=str(target), error=str(exc)
+            )
+        _enforce_budget(directory, max_local_bytes, result)
+    finally:
+        os.close(lock)
+    _count(result, now_ms())
+    return result
+
+
+def _close_active(
+    directory: Path, journal: JournalLike | None, flush: bool, max_age_ms: int, now: int
+) -> None:
+    if flush:
+        jr.close_idle_segment(directory, 0, now)
+    elif journal is not None:
+        journal.rotate_if_due()
+    else:
+        jr.close_idle_segment(directory, max_age_ms, now)
+
+
+def _ship_closed(directory: Path, target: Path, result: ShipResult) -> None:
+    if not target.is_dir():
+        raise ShipError(f"target {target} is not a reachable directory")
+    closed = jr.closed_segments(directory)
+    if not closed:
+        return
+    jid = jr.journal_id(directory)
+    for _, path in closed:
+        records, files, torn = ship_segment(path, target, jid)
+        if torn:
+            log.warning("torn journal lines skipped while shipping", segment=str(path), torn=torn)
+        _remove(path)
+        result.shipped_segments += 1
+        result.shipped_records += records
+        result.files_written += files
+        result.torn_lines += torn
+
+
+def _count(result: ShipResult, now: int) -> None:
+    with COUNTERS.lock:
+        COUNTERS.runs += 1
+        COUNTERS.segments_shipped += result.shipped_segments
+        COUNTERS.records_shipped += result.shipped_records
+        COUNTERS.files_written += result.files_written
+        COUNTERS.torn_lines += result.torn_lines
+        if not result.busy:
+            COUNTERS.backlog_segments = result.backlog_segments
+            COUNTERS.backlog_bytes = result.backlog_bytes
+        if result.error:
+            COUNTERS.failures += 1
+            COUNTERS.last_error = result.error
+        elif not result.busy:
+            COUNTERS.last_success_ms = now
+            COUNTERS.last_error = None
+
+
+def ship_with_settings(
+    settings: Settings, directory: Path, journal: JournalLike | None = None, *, flush: bool = False
+) -> ShipResult:
+    d = settings.daemon
+    assert d.ship_target is not None
+    return ship_once(
+        directory,
+        d.ship_target,
+        max_local_bytes=d.ship_max_local_bytes,
+        max_segment_age_ms=d.journal_max_segment_age_ms,
+        journal=journal,
+        flush=flush,
+    )
+
+
+# --- metrics ---------------------------------------------------------------------------
+
+
+class ShipCollector:
+    """``COUNTERS`` as Prometheus metrics, labelled ``cluster`` and ``broker`` like every other
+    retentiond series; register on the daemon's registry."""
+
+    def __init__(self, labels: Callable[[], tuple[str, str]] = lambda: ("", "")) -> None:
+        self.labels = labels
+
+    _COUNTERS = (
+        ("runs", "Shipping passes run."),
+        ("failures", "Shipping passes that could not ship every closed segment."),
+        ("segments_shipped", "Journal segments shipped and verified."),
+        ("records_shipped", "Journal records shipped."),
+        ("torn_lines", "Torn journal lines skipped while shipping."),
+        ("segments_dropped", "Closed segments DROPPED unshipped to stay within maxLocalBytes."),
+        ("records_dropped", "Journal records dropped unshipped."),
+        ("bytes_dropped", "Journal bytes dropped unshipped."),
+    )
+
+    def collect(self) -> Any:
+        from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+
+        names, values = ["cluster", "broker"], list(self.labels())
+        with COUNTERS.lock:
+            snap = {k: getattr(COUNTERS, k) for k, _ in self._COUNTERS}
+            backlog = (COUNTERS.backlog_segments, COUNTERS.backlog_bytes)
+            last = COUNTERS.last_success_ms
+        for key, text in self._COUNTERS:
+            family = CounterMetricFamily(f"retentiond_ship_{key}", text, labels=names)
+            family.add_metric(values, snap[key])
+            yield family
+        gauges = [
+            ("backlog_segments", "Closed journal segments waiting to be shipped.", backlog[0]),
+            (
+                "backlog_bytes",
+                "Bytes of closed journal segments waiting to be shipped.",
+                backlog[1],
+            ),
+        ]
+        if last is not None:
+            gauges.append(
+                (
+                    "last_success_timestamp_seconds",
+                    "When a shipping pass last shipped everything it could see.",
+                    last / 1000,
+                )
+            )
+        for key, text, value in gauges:
+            gauge = GaugeMetricFamily(f"retentiond_ship_{key}", text, labels=names)
+            gauge.add_metric(values, value)
+            yield gauge
+
+
+# --- the daemon's job ----------------------------------------------------------------------
+
+
+def schedule(
+    scheduler: Any, settings: Callable[[], Settings], journal: Any, registry: Any = None
+) -> None:
+    """Add the shipping job to the daemon's scheduler.
+
+    The job reads the settings the rounds use at each run, so a reload that sets, changes or
+    removes the target takes effect on the next run, and a new interval reschedules it. With
+    a Prometheus ``registry``, the shipping counters are exported on it.
+    """
+    from apscheduler.triggers.interval import IntervalTrigger
+
+    def trigger(ms: int) -> IntervalTrigger:
+        return IntervalTrigger(seconds=ms / 1000, timezone=UTC)
+
+    current = {"interval": settings().daemon.ship_interval_ms}
+
+    def job() -> None:
+        s = settings()
+        if s.daemon.ship_interval_ms != current["interval"]:
+            current["interval"] = s.daemon.ship_interval_ms
+            scheduler.reschedule_job(SHIP_JOB, trigger=trigger(current["interval"]))
+        if journal is None:
+            return
+        if hasattr(journal, "set_limits"):
+            journal.set_limits(
+                s.daemon.journal_max_segment_bytes, s.daemon.journal_max_segment_age_ms
+            )
+        if s.daemon.ship_target is None:
+            return
+        try:
+            result = ship_with_settings(s, Path(journal.directory), journal)
+        except Exception:  # the job must survive anything; the next run retries
+            log.exception("shipping job failed")
+            return
+        if result.shipped_segments or result.error or result.dropped_segments:
+            log.info(
+                "journal shipped",
+                segments=result.shipped_segments,
+                records=result.shipped_records,
+                files=result.files_written,
+                backlog_segments=result.backlog_segments,
+                error=result.error,
+            )
+
+    scheduler.add_job(job, trigger(current["interval"]), id=SHIP_JOB, name="journal shipping")
+    if registry is not None:
+
+        def labels() -> tuple[str, str]:
+            s = settings()
+            return s.broker_cluster_name, s.broker_name
+
+        registry.register(ShipCollector(labels))

@@ -1,0 +1,1 @@
+"""RocketMQ stores: CommitLog, ConsumeQueue and index files, and the broker's cleaning rules."""

@@ -1,0 +1,118 @@
+"""Which CommitLog files a round deletes (upstream deleteExpiredFileByTime, spec §4.5).
+
+Walks the files oldest first and stops at the first one that does not qualify, so nothing is
+ever deleted "in the middle"; never touches the newest file that holds data nor the
+pre-allocated file(s) after it; deletes at most ``deleteFileBatchMax`` per round.
+"""
+
+from __future__ import annotations
+
+from retentiond.config.settings import Settings
+from retentiond.engine.decision import Decision
+from retentiond.kinds.rocketmq.plan import CommitLogPlan
+from retentiond.kinds.rocketmq.snapshot import CommitLogFile
+from retentiond.kinds.rocketmq.triggers import Triggers
+from retentiond.reasons import Kind, Reason, Verdict
+
+_HOUR_MS = 3_600_000
+
+
+def newest_kept_index(files: tuple[CommitLogFile, ...]) -> int:
+    """Index of the newest file that holds data; it and everything after it are kept.
+
+    Files whose head was not read (``never_written is None``) count as holding data; with no
+    data at all the first file is the newest and everything is kept.
+    """
+    for i in range(len(files) - 1, -1, -1):
+        if files[i].never_written is not True:
+            return i
+    return 0
+
+
+def _pass_reason(triggers: Triggers) -> Reason:
+    """The reason an expired file goes: the trigger that opened the pass, time first."""
+    if triggers.time_up:
+        return Reason.EXPIRED
+    if triggers.manual:
+        return Reason.MANUAL
+    return Reason.DISK_OVER_MAX_RATIO
+
+
+def _decision(f: CommitLogFile, verdict: Verdict, reason: Reason, detail: str | None = None):
+    return Decision(
+        Kind.COMMITLOG,
+        f.path,
+        verdict,
+        reason,
+        identity=f.identity,
+        start_offset=f.start_offset,
+        end_offset=f.start_offset + f.identity.size,
+        detail=detail,
+    )
+
+
+def plan_commitlog(
+    files: tuple[CommitLogFile, ...],
+    triggers: Triggers,
+    settings: Settings,
+    now_ms: int,
+) -> CommitLogPlan:
+    newest = newest_kept_index(files)
+    candidates, protected = files[:newest], files[newest:]
+    reserved_ms = settings.file_reserved_time_hours * _HOUR_MS
+    decisions: list[Decision] = []
+    stop_reason: Reason | None = None
+    if triggers.error is not None:
+        stop_reason = Reason.STORE_ERROR
+    elif not triggers.fired:
+        stop_reason = Reason.NOT_TIME_TO_DELETE
+
+    deleted = 0
+    pass_reason = _pass_reason(triggers)
+    for f in candidates:
+        if stop_reason is not None:
+            decisions.append(_decision(f, Verdict.KEEP, stop_reason))
+            continue
+        if f.identity.size != settings.mapped_file_size_commitlog:
+            detail = f"size {f.identity.size} != mappedFileSizeCommitLog"
+            decisions.append(_decision(f, Verdict.KEEP, Reason.BAD_SIZE, detail))
+            stop_reason = Reason.AFTER_FIRST_KEPT
+            continue
+        expired = now_ms >= f.identity.mtime_ms + reserved_ms  # upstream: ">=" inclusive
+        if expired or triggers.clean_at_once:
+            reason = pass_reason if expired else Reason.FORCED_OVER_CLEAN_FORCIBLY_RATIO
+            decisions.append(_decision(f, Verdict.DELETE, reason))
+            deleted += 1
+            if deleted >= settings.delete_file_batch_max:
+                stop_reason = Reason.BATCH_LIMIT
+        else:
+            decisions.append(_decision(f, Verdict.KEEP, Reason.NOT_EXPIRED))
+            stop_reason = Reason.AFTER_FIRST_KEPT
+    decisions.extend(_decision(f, Verdict.KEEP, Reason.NEWEST_FILE) for f in protected)
+
+    remaining = [d for d in decisions if not d.delete]
+    return CommitLogPlan(
+        triggers=triggers,
+        decisions=tuple(decisions),
+        min_offset_before=files[0].start_offset if files else -1,
+        min_offset_after=remaining[0].start_offset if remaining else -1,  # type: ignore[arg-type]
+    )
+
+
+def expired_pending(
+    plan: CommitLogPlan, settings: Settings, now_ms: int, deleted: frozenset[str] = frozenset()
+) -> int:
+    """Expired CommitLog files still on disk after a round: what a later pass may take.
+
+    The newest file never counts (it is never deleted, however old). Used by the round record,
+    `status` and the metrics, so all of them report the same number for the same store.
+    """
+    reserved = settings.file_reserved_time_hours * _HOUR_MS
+    return sum(
+        1
+        for d in plan.decisions
+        if d.identity is not None
+        and d.path not in deleted
+        and d.reason is not Reason.NEWEST_FILE
+        and now_ms >= d.identity.mtime_ms + reserved
+    )

@@ -1,0 +1,280 @@
+"""RocketMQ behind the engine's interface (``engine.kind.StoreKind``).
+
+A RocketMQ round has two stages, as in the broker: ``CleanCommitLogService`` first, then
+``CleanConsumeQueueService``, which judges the queues and the index files by the CommitLog
+minimum offset *after* the first stage's deletions. So the queue stage is planned only once
+the CommitLog run has been carried out (or, in a dry run, as if it had been).
+
+Between rounds this object remembers what upstream keeps between ticks: the CommitLog minimum
+the queue stage last acted on (0 after a restart), the directory listings and the values read
+from full queue files (both validated before reuse), and the last disk measurement.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import replace
+
+from retentiond.config.settings import Settings
+from retentiond.engine.decision import Decision
+from retentiond.engine.execute import Run, open_dir_below
+from retentiond.engine.holds import HeldFile
+from retentiond.engine.round import Round
+from retentiond.kinds.rocketmq.commitlog import expired_pending, newest_kept_index, plan_commitlog
+from retentiond.kinds.rocketmq.disk import DiskUsage, measure, round_fields
+from retentiond.kinds.rocketmq.holds import HoldRules, hold_commitlog, hold_queues
+from retentiond.kinds.rocketmq.plan import CommitLogPlan, Plan, QueuesPlan
+from retentiond.kinds.rocketmq.queues import plan_queues
+from retentiond.kinds.rocketmq.reader import BinaryReader, read_index_header
+from retentiond.kinds.rocketmq.scan import QueueLister, scan
+from retentiond.kinds.rocketmq.snapshot import Snapshot
+from retentiond.kinds.rocketmq.triggers import evaluate, hour_of_day
+from retentiond.reasons import FORCED_REASONS, Kind, Reason, Verdict
+
+_HOUR_MS = 3_600_000
+
+
+class RocketMQ:
+    name = "rocketmq"
+    file_kinds = (Kind.COMMITLOG, Kind.CONSUMEQUEUE, Kind.INDEX)
+
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+        self.reader = BinaryReader(settings.mapped_file_size_consumequeue)
+        self.lister = QueueLister()  # directory listings carried between rounds
+        self.queue_memo: dict = {}  # earlier per-queue decisions (see plan_queues)
+        self.last_physical_min_offset = 0  # upstream CleanConsumeQueueService; 0 after a restart
+        self.last_usage: DiskUsage | None = None  # per-path ratios for the round record
+
+    def reconfigure(self, settings: Settings) -> None:
+        if settings.mapped_file_size_consumequeue != self.settings.mapped_file_size_consumequeue:
+            self.reader = BinaryReader(settings.mapped_file_size_consumequeue)
+            self.queue_memo = {}
+        self.settings = settings
+
+    # ---- where its files are ------------------------------------------------------------
+    def directories(self) -> tuple[str, ...]:
+        s = self.settings
+        dirs = [*map(str, s.store_path_commitlog), str(s.consumequeue_dir), str(s.index_dir)]
+        return tuple(sorted({*dirs, *(os.path.realpath(d) for d in dirs)}))
+
+    def owner_lock(self) -> str:
+        return str(self.settings.store_path_root_dir / "lock")
+
+    def hold_intervals(self) -> HoldRules:
+        return HoldRules.from_settings(self.settings)
+
+    # ---- a round ------------------------------------------------------------------------
+    def scan(self, now_ms: int) -> Snapshot:
+        return scan(self.settings, now_ms=now_ms, lister=self.lister)
+
+    def plan_round(self, snapshot: Snapshot, rnd: Round) -> Plan:
+        s = self.settings
+        rnd.phase(Kind.COMMITLOG.value)
+        cl = hold_commitlog(self._plan_commitlog(snapshot, rnd), rnd.hold)
+        rnd.note_disk_ratio(cl.triggers.physic_ratio)
+        gate = self.last_physical_min_offset
+        qp = QueuesPlan(cl.min_offset_after, gate, examined=False)
+        done = rnd.execute(commitlog_run(cl, s))
+        if not rnd.halted:
+            min_offset = actual_min_offset(cl, done) if rnd.executes else cl.min_offset_after
+            if snapshot.errors:
+                min_offset = -1  # never act on the queues of a store we could not fully read
+            rnd.phase(Kind.CONSUMEQUEUE.value)
+            qp = plan_queues(
+                snapshot.list_queues(),
+                snapshot.index,
+                snapshot.index_dir,
+                min_offset=min_offset,
+                last_min_offset=gate,
+                reader=self.reader,
+                memo=self.queue_memo,
+            )
+            qp = hold_queues(qp, rnd.hold)
+            if rnd.executes and qp.examined:
+                self.last_physical_min_offset = min_offset
+            for run in queue_runs(qp, s):
+                rnd.execute(run)
+        return Plan(
+            now_ms=rnd.now_ms,
+            timezone=s.daemon.timezone or "local",
+            config_hash=s.config_hash,
+            store_root=snapshot.root,
+            commitlog=cl,
+            queues=qp,
+            foreign=tuple(
+                (f.path, str(f.why)) for f in [*snapshot.foreign, *snapshot.queue_foreign]
+            ),
+            errors=tuple(f"{e.path}: {e.message}" for e in snapshot.errors),
+            manual=rnd.manual,
+            dry_run=not rnd.executes,
+        )
+
+    def _plan_commitlog(self, snap: Snapshot, rnd: Round) -> CommitLogPlan:
+        """The CommitLog plan, judged on the disk as it will be once pending bytes are freed.
+
+        Pending files are re-checked first (only if there are any). When the plan has
+        deletions, the round's holder map is built; if it turns up more pending bytes (say,
+        after a restart) the plan is made again with them.
+        """
+        s = self.settings
+        usage = measure([str(p) for p in s.store_path_commitlog], snap.consumequeue_dir)
+        self.last_usage = usage
+        rnd.refresh_pending()
+        cl = self._commitlog_for(snap, usage, rnd)
+        if cl.deletions() and rnd.look_for_pending():
+            cl = self._commitlog_for(snap, usage, rnd)
+        return cl
+
+    def _commitlog_for(self, snap: Snapshot, usage: DiskUsage, rnd: Round) -> CommitLogPlan:
+        s = self.settings
+        adjusted = DiskUsage(
+            tuple(rnd.adjusted(u) for u in usage.commitlog), rnd.adjusted(usage.consumequeue)
+        )
+        triggers = evaluate(s, rnd.now_ms, adjusted, manual=rnd.manual)
+        pending = rnd.pending_bytes()
+        if pending and not usage.errors:
+            raw = min(u.ratio for u in usage.commitlog if u.ratio is not None)
+            triggers = replace(triggers, unadjusted_physic_ratio=raw, pending_release_bytes=pending)
+        if snap.errors and triggers.error is None:
+            triggers = replace(triggers, error="; ".join(e.message for e in snap.errors))
+        return plan_commitlog(snap.commitlog, triggers, s, rnd.now_ms)
+
+    def redelete_candidate(self, now_ms: int, held: Mapping[str, HeldFile]) -> Decision | None:
+        """The first CommitLog file, if a round left it because another process held it."""
+        if not any(h.kind is Kind.COMMITLOG for h in held.values()):
+            return None
+        snap = self.scan(now_ms)
+        if snap.errors or newest_kept_index(snap.commitlog) == 0:
+            return None
+        first = snap.commitlog[0]
+        record = held.get(first.path)
+        if record is None or record.identity != first.identity:
+            return None
+        return Decision(
+            Kind.COMMITLOG, first.path, Verdict.DELETE, record.reason, identity=first.identity,
+            start_offset=first.start_offset, end_offset=first.start_offset + first.identity.size,
+        )  # fmt: skip
+
+    def status(self) -> dict[str, object]:
+        return {"last_commitlog_min_offset": self.last_physical_min_offset}
+
+    def round_fields(self, plan: Plan, deleted: frozenset[str]) -> dict[str, object]:  # type: ignore[override]
+        s = self.settings
+        return {
+            "triggers": plan.commitlog.triggers.as_dict(),
+            "hour": hour_of_day(plan.now_ms, s.daemon.timezone),
+            "min_offset_before": plan.commitlog.min_offset_before,
+            "min_offset_after": plan.queues.min_offset,
+            "queues_examined": plan.queues.examined,
+            "expired_pending": expired_pending(plan.commitlog, s, plan.now_ms, deleted),
+            **round_fields(s, self.last_usage),
+        }
+
+    # ---- just before an unlink ----------------------------------------------------------
+    def open_parent(self, decision: Decision) -> int:
+        """CommitLog and index files sit directly in a configured directory; a queue file
+        two levels below ``consumequeue/`` (topic, then queue id), each opened O_NOFOLLOW."""
+        s = self.settings
+        parent = os.path.dirname(decision.path)
+        if decision.kind is Kind.COMMITLOG:
+            if parent not in {str(p) for p in s.store_path_commitlog}:
+                raise PermissionError(f"{parent} is not a configured CommitLog path")
+            return open_dir_below(parent)
+        if decision.kind is Kind.INDEX:
+            if parent != str(s.index_dir):
+                raise PermissionError(f"{parent} is not the index directory")
+            return open_dir_below(parent)
+        topic_dir = os.path.dirname(parent)
+        if decision.kind is not Kind.CONSUMEQUEUE or os.path.dirname(topic_dir) != str(
+            s.consumequeue_dir
+        ):
+            raise PermissionError(f"{parent} is not a queue directory of this store")
+        return open_dir_below(
+            str(s.consumequeue_dir), os.path.basename(topic_dir), os.path.basename(parent)
+        )
+
+    def _expired(self, d: Decision, now_ms: int) -> bool:
+        reserved = self.settings.file_reserved_time_hours * _HOUR_MS
+        return d.identity is not None and now_ms >= d.identity.mtime_ms + reserved
+
+    def recheck(
+        self, decision: Decision, st: os.stat_result, now_ms: int, floor: int | None
+    ) -> str | None:
+        d = decision
+        if d.kind is Kind.COMMITLOG:
+            exempt = d.reason in FORCED_REASONS or d.reason is Reason.FORCED_AFTER_HOLD
+            if not exempt and not self._expired(d, now_ms):
+                return "no longer expired"
+            return None
+        if floor is None:
+            return "no minimum offset to re-check against"
+        if d.kind is Kind.CONSUMEQUEUE:
+            fresh = BinaryReader(self.settings.mapped_file_size_consumequeue).cq_last_offset(d.path)
+            if fresh.value is None or fresh.value >= floor:
+                return f"last unit re-read as {fresh.value} ({fresh.problem or 'not below'})"
+            return None
+        header, _, problem = read_index_header(d.path)
+        if header is None or header.end_phy_offset >= floor:
+            return f"header re-read: {problem or 'endPhyOffset not below the minimum'}"
+        return None
+
+    def journal_fields(self, decision: Decision, now_ms: int) -> dict[str, object]:
+        d = decision
+        return {
+            # Data removed before fileReservedTime: a forced deletion, or a held file forced
+            # out that was not expired either.
+            "forced": d.reason in FORCED_REASONS
+            or (
+                d.kind is Kind.COMMITLOG
+                and d.reason is Reason.FORCED_AFTER_HOLD
+                and not self._expired(d, now_ms)
+            ),
+            "file_reserved_time_hours": self.settings.file_reserved_time_hours,
+        }
+
+
+def commitlog_run(cl: CommitLogPlan, settings: Settings) -> Run:
+    """deleteExpiredFileByTime's pacing (spec §4.5): sleep after a deletion unless the batch
+    is full or no candidate followed it; at most ``deleteFileBatchMax`` files."""
+    candidates = [d for d in cl.decisions if d.reason is not Reason.NEWEST_FILE]
+    deletions: list[Decision] = []
+    for d in candidates:
+        if not d.delete:
+            break
+        deletions.append(d)
+    return Run(
+        tuple(deletions),
+        pause_between_ms=settings.delete_commitlog_files_interval_ms,
+        pause_after_last=len(deletions) < len(candidates),
+        batch_max=settings.delete_file_batch_max,
+    )
+
+
+def queue_runs(qp: QueuesPlan, settings: Settings) -> list[Run]:
+    """Each queue oldest-first with a sleep after each queue that lost a file (upstream's
+    deleteConsumeQueueFilesInterval); then the index list, unpaced."""
+    runs = [
+        Run(q.deleted, pause_after_ms=settings.delete_consumequeue_files_interval_ms,
+            floor=qp.min_offset)
+        for q in qp.queues
+        if q.deleted
+    ]  # fmt: skip
+    index: list[Decision] = []
+    for d in qp.index:
+        if not d.delete:
+            break
+        index.append(d)
+    if index:
+        runs.append(Run(tuple(index), floor=qp.min_offset))
+    return runs
+
+
+def actual_min_offset(cl: CommitLogPlan, outcomes: list) -> int:
+    """The CommitLog minimum after what really happened, not after what was planned."""
+    gone = {o.decision.path for o in outcomes if o.deleted}
+    for d in cl.decisions:
+        if d.path not in gone:
+            return d.start_offset if d.start_offset is not None else -1
+    return -1

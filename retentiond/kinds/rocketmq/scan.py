@@ -1,0 +1,301 @@
+"""Turn a store directory into a Snapshot. Read-only; never follows a symlink inside the store.
+
+The top-level directories (the root, each CommitLog path, ``consumequeue/``, ``index/``) are
+taken as configured, symlinked or not, because operators do put them on other disks; nothing
+found *inside* them is followed.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Iterator
+
+from retentiond.config.settings import Settings
+from retentiond.engine.identity import identity_of
+from retentiond.kinds.rocketmq.formats import is_never_written
+from retentiond.kinds.rocketmq.names import is_index_name, parse_offset_name, parse_queue_id
+from retentiond.kinds.rocketmq.reader import read_prefix
+from retentiond.kinds.rocketmq.snapshot import (
+    CommitLogFile,
+    ForeignEntry,
+    ForeignWhy,
+    IndexFile,
+    QueueListing,
+    Snapshot,
+    StoreError,
+)
+
+
+def _classify(entry: os.DirEntry[str]) -> ForeignWhy | None:
+    """None for a regular file; otherwise why it is not one (uses d_type, no syscall)."""
+    if entry.is_symlink():
+        return ForeignWhy.SYMLINK
+    if entry.is_dir(follow_symlinks=False):
+        return ForeignWhy.DIRECTORY
+    if not entry.is_file(follow_symlinks=False):
+        return ForeignWhy.NOT_REGULAR
+    return None
+
+
+def _scan_commitlog(
+    settings: Settings, foreign: list[ForeignEntry], errors: list[StoreError]
+) -> tuple[CommitLogFile, ...]:
+    by_offset: dict[int, CommitLogFile] = {}
+    for path in settings.store_path_commitlog:
+        directory = str(path)
+        try:
+            entries = list(os.scandir(directory))
+        except FileNotFoundError:
+            errors.append(StoreError(directory, "CommitLog path does not exist"))
+            continue
+        except NotADirectoryError:
+            errors.append(StoreError(directory, "CommitLog path is not a directory"))
+            continue
+        except OSError as exc:
+            errors.append(StoreError(directory, f"cannot list CommitLog path: {exc.strerror}"))
+            continue
+        for entry in entries:
+            why = _classify(entry)
+            offset = parse_offset_name(entry.name)
+            if why is None and offset is None:
+                why = ForeignWhy.NAME
+            if why is not None:
+                foreign.append(ForeignEntry(entry.path, why))
+                continue
+            assert offset is not None
+            try:
+                ident = identity_of(entry.stat(follow_symlinks=False))
+            except OSError:
+                continue  # vanished between listing and stat: not ours to decide on
+            clf = CommitLogFile(directory, entry.name, offset, ident, None)
+            if offset in by_offset:
+                other = by_offset[offset]
+                foreign.append(ForeignEntry(clf.path, ForeignWhy.DUPLICATE))
+                errors.append(
+                    StoreError(
+                        clf.path,
+                        f"offset {entry.name} exists in two CommitLog paths "
+                        f"({other.directory} and {directory}); refusing to choose",
+                    )
+                )
+                continue
+            by_offset[offset] = clf
+    files = [by_offset[o] for o in sorted(by_offset)]
+    # Read the head of files from the newest backwards until one holds data: everything from
+    # there on is the broker's active or pre-allocated file and is kept.
+    for i in range(len(files) - 1, -1, -1):
+        prefix = read_prefix(files[i].path)
+        empty = prefix is not None and is_never_written(prefix)
+        files[i] = CommitLogFile(
+            files[i].directory, files[i].name, files[i].start_offset, files[i].identity, empty
+        )
+        if not empty:
+            break
+    return tuple(files)
+
+
+def _scan_index(
+    index_dir: str, foreign: list[ForeignEntry], errors: list[StoreError] | None = None
+) -> tuple[IndexFile, ...]:
+    try:
+        entries = list(os.scandir(index_dir))
+    except (FileNotFoundError, NotADirectoryError):
+        return ()  # a store without index files
+    except OSError as exc:
+        if errors is not None:
+            errors.append(StoreError(index_dir, f"cannot list the index directory: {exc.strerror}"))
+        return ()
+    files = []
+    for entry in entries:
+        why = _classify(entry)
+        if why is None and not is_index_name(entry.name):
+            why = ForeignWhy.NAME
+        if why is not None:
+            foreign.append(ForeignEntry(entry.path, why))
+            continue
+        try:
+            files.append(IndexFile(entry.name, identity_of(entry.stat(follow_symlinks=False))))
+        except OSError:
+            continue
+    files.sort(key=lambda f: f.name)  # IndexService.load: lexicographic
+    return tuple(files)
+
+
+_MAX_OFFSET_NAME = "09223372036854775807"  # Long.MAX_VALUE, 20 digits
+_RACY_NS = 1_000_000_000  # a directory changed this close to its listing is listed again
+
+
+def _is_offset_name(name: str) -> bool:
+    """Fast path of names.parse_offset_name for the hot loop (fixed width: compare strings)."""
+    return len(name) == 20 and name.isascii() and name.isdigit() and name <= _MAX_OFFSET_NAME
+
+
+def _list_dir(path: str, foreign: list[ForeignEntry]) -> tuple[list[str], list[ForeignEntry]]:
+    """Regular files with offset names in a queue directory, and everything else as foreign."""
+    names: list[str] = []
+    strangers: list[ForeignEntry] = []
+    with os.scandir(path) as entries:
+        for entry in entries:
+            name = entry.name
+            if entry.is_file(follow_symlinks=False) and _is_offset_name(name):
+                names.append(name)
+            else:
+                strangers.append(ForeignEntry(entry.path, _classify(entry) or ForeignWhy.NAME))
+    names.sort()  # fixed-width decimal: lexicographic order is offset order
+    foreign.extend(strangers)
+    return names, strangers
+
+
+class QueueLister:
+    """Lists ``consumequeue/<topic>/<queueId>/`` and remembers directory listings.
+
+    A directory whose mtime and inode are unchanged since a listing taken more than a second
+    after its last change still holds the same names (creating, removing or renaming an entry
+    updates the directory's mtime), so a later round costs one stat per directory instead of
+    a full listing, and hands back the very same QueueListing object (``unchanged=True``),
+    which lets the planner reuse its earlier decision. Any doubt (a racy timestamp, an error)
+    means listing again. Stale names can only ever make a round keep more: every deletion is
+    re-checked on the file itself.
+    """
+
+    def __init__(self) -> None:
+        # path -> (mtime_ns, ino, what the listing produced, foreign entries found)
+        self._parents: dict[str, tuple[int, int, tuple[tuple[str, str, int | None], ...],
+                                       tuple[ForeignEntry, ...]]] = {}  # fmt: skip
+        self._queues: dict[str, tuple[int, int, QueueListing | None, tuple[ForeignEntry, ...]]]
+        self._queues = {}
+        self.listed = 0  # directories actually read in the last walk (benchmarks, tests)
+
+    @staticmethod
+    def _stat(path: str) -> os.stat_result | None:
+        try:
+            return os.stat(path, follow_symlinks=False)
+        except OSError:
+            return None
+
+    def _children(self, path: str, foreign: list[ForeignEntry]):
+        """Subdirectories as (name, path, queue id or None); the rest is foreign."""
+        st = self._stat(path)
+        if st is None:
+            self._parents.pop(path, None)
+            return ()
+        cached = self._parents.get(path)
+        if cached is not None and cached[0] == st.st_mtime_ns and cached[1] == st.st_ino:
+            foreign.extend(cached[3])
+            return cached[2]
+        listed_at = time.time_ns()
+        self.listed += 1
+        children: list[tuple[str, str, int | None]] = []
+        strangers: list[ForeignEntry] = []
+        try:
+            with os.scandir(path) as entries:
+                for entry in entries:
+                    if entry.is_dir(follow_symlinks=False):
+                        name = entry.name
+                        children.append((name, f"{path}/{name}", parse_queue_id(name)))
+                    else:
+                        why = _classify(entry) or ForeignWhy.NAME
+                        strangers.append(ForeignEntry(entry.path, why))
+        except OSError:
+            self._parents.pop(path, None)
+            return ()
+        foreign.extend(strangers)
+        result = tuple(children)
+        if st.st_mtime_ns < listed_at - _RACY_NS:
+            self._parents[path] = (st.st_mtime_ns, st.st_ino, result, tuple(strangers))
+        else:
+            self._parents.pop(path, None)
+        return result
+
+    def _queue(
+        self, path: str, topic: str, queue_id: int, foreign: list[ForeignEntry]
+    ) -> QueueListing | None:
+        st = self._stat(path)
+        if st is None:
+            self._queues.pop(path, None)
+            return None
+        cached = self._queues.get(path)
+        if cached is not None and cached[0] == st.st_mtime_ns and cached[1] == st.st_ino:
+            if cached[3]:
+                foreign.extend(cached[3])
+            return cached[2]
+        listed_at = time.time_ns()
+        self.listed += 1
+        try:
+            names, strangers = _list_dir(path, foreign)
+        except OSError:
+            self._queues.pop(path, None)
+            return None
+        listing = QueueListing(topic, queue_id, path, tuple(names)) if names else None
+        if st.st_mtime_ns < listed_at - _RACY_NS:
+            again = listing._replace(unchanged=True) if listing is not None else None
+            self._queues[path] = (st.st_mtime_ns, st.st_ino, again, tuple(strangers))
+        else:
+            self._queues.pop(path, None)
+        return listing
+
+    def iter_queues(
+        self, consumequeue_dir: str, foreign: list[ForeignEntry]
+    ) -> Iterator[QueueListing]:
+        """Every ``topic/queueId`` directory with its file names; files are not stat-ed."""
+        self.listed = 0
+        for topic, topic_path, _ in self._children(consumequeue_dir, foreign):
+            for _, queue_path, queue_id in self._children(topic_path, foreign):
+                if queue_id is None:
+                    foreign.append(ForeignEntry(queue_path, ForeignWhy.NAME))
+                    continue
+                listing = self._queue(queue_path, topic, queue_id, foreign)
+                if listing is not None:
+                    yield listing
+
+
+def iter_queues(consumequeue_dir: str, foreign: list[ForeignEntry]) -> Iterator[QueueListing]:
+    """A one-off listing (no cache carried between calls)."""
+    return QueueLister().iter_queues(consumequeue_dir, foreign)
+
+
+def _has_entries(path: str) -> bool:
+    """Whether a directory has any entry (reads one; cheap even with 100k topics)."""
+    try:
+        with os.scandir(path) as entries:
+            return next(entries, None) is not None
+    except OSError:
+        return False
+
+
+def scan(
+    settings: Settings, *, now_ms: int | None = None, lister: QueueLister | None = None
+) -> Snapshot:
+    foreign: list[ForeignEntry] = []
+    errors: list[StoreError] = []
+    root = str(settings.store_path_root_dir)
+    if not os.path.isdir(root):
+        errors.append(StoreError(root, "store root does not exist or is not a directory"))
+    commitlog = _scan_commitlog(settings, foreign, errors)
+    index_dir = str(settings.index_dir)
+    index = _scan_index(index_dir, foreign, errors)
+    cq_dir = str(settings.consumequeue_dir)
+    if not commitlog and not errors and (index or _has_entries(cq_dir)):
+        # The broker never deletes its last CommitLog file, so an empty CommitLog beside
+        # ConsumeQueue or index files is a disk that is not mounted (an empty mount point).
+        errors.append(
+            StoreError(
+                ",".join(map(str, settings.store_path_commitlog)),
+                "no CommitLog files although the store has ConsumeQueue or index files "
+                "(a CommitLog disk not mounted?)",
+            )
+        )
+    queue_foreign: list[ForeignEntry] = []
+    return Snapshot(
+        root=root,
+        commitlog=commitlog,
+        index=index,
+        index_dir=index_dir,
+        consumequeue_dir=cq_dir,
+        foreign=tuple(foreign),
+        errors=tuple(errors),
+        taken_at_ms=now_ms if now_ms is not None else time.time_ns() // 1_000_000,
+        list_queues=lambda: (lister or QueueLister()).iter_queues(cq_dir, queue_foreign),
+        queue_foreign=queue_foreign,
+    )

@@ -1,0 +1,90 @@
+"""What a scan saw: immutable records of the store's files at one moment.
+
+The CommitLog and the index list are small and read eagerly; the consume queues can number in
+the hundreds of thousands, so they are listed lazily (names only, no stat) and only when a round
+needs them (the CommitLog minimum offset moved).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import NamedTuple
+
+from retentiond.engine.identity import FileIdentity
+
+
+@dataclass(frozen=True, slots=True)
+class CommitLogFile:
+    directory: str  # the configured CommitLog path it lives in
+    name: str
+    start_offset: int
+    identity: FileIdentity
+    never_written: bool | None  # None = not read (only the tail of the list is read)
+
+    @property
+    def path(self) -> str:
+        return f"{self.directory}/{self.name}"
+
+
+@dataclass(frozen=True, slots=True)
+class IndexFile:
+    name: str  # yyyyMMddHHmmssSSS
+    identity: FileIdentity
+
+
+class QueueListing(NamedTuple):
+    """One ConsumeQueue directory: its file names in offset order, nothing stat-ed yet."""
+
+    topic: str
+    queue_id: int
+    directory: str
+    names: tuple[str, ...]
+    # The directory is unchanged since an earlier listing: no file in it was created, removed
+    # or renamed, so values cached for its full files still describe them.
+    unchanged: bool = False
+
+
+class ForeignWhy(StrEnum):
+    NAME = "name_not_in_naming_scheme"
+    SYMLINK = "symlink"
+    NOT_REGULAR = "not_a_regular_file"
+    DIRECTORY = "directory_in_wrong_place"
+    DUPLICATE = "duplicate_offset_across_paths"
+
+
+@dataclass(frozen=True, slots=True)
+class ForeignEntry:
+    """Something inside a store directory that is not ours to touch, with the reason."""
+
+    path: str
+    why: ForeignWhy
+
+
+@dataclass(frozen=True)
+class StoreError:
+    """A configured path that could not be read: the store is skipped for the round."""
+
+    path: str
+    message: str
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    root: str
+    commitlog: tuple[CommitLogFile, ...]
+    index: tuple[IndexFile, ...]
+    index_dir: str
+    consumequeue_dir: str
+    foreign: tuple[ForeignEntry, ...]
+    errors: tuple[StoreError, ...]
+    taken_at_ms: int
+    list_queues: Callable[[], Iterator[QueueListing]] = field(repr=False, compare=False)
+    # Filled by list_queues() as it walks; read after iteration for reporting.
+    queue_foreign: list[ForeignEntry] = field(default_factory=list, repr=False, compare=False)
+
+    @property
+    def commitlog_min_offset(self) -> int:
+        """CommitLog.getMinOffset: start of the first file, or -1 without files."""
+        return self.commitlog[0].start_offset if self.commitlog else -1
