@@ -18,6 +18,7 @@ $(VENV)/.installed: pyproject.toml Makefile
 lint: venv
 	$(BIN)/ruff check retentiond tests bench
 	$(BIN)/ruff format --check retentiond tests bench
+	$(BIN)/lint-imports  # the layering contracts in pyproject.toml (docs/architecture.md)
 
 test: venv lint
 	$(BIN)/pytest -q

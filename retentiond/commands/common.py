@@ -38,7 +38,7 @@ def load_settings_or_exit(path: str) -> Settings:
 
 def journal_dir(settings: Settings) -> Path:
     """The configured journal directory, else a default off the store's filesystem
-    (``$STATE_DIRECTORY/journal`` or /var/lib/retentiond/journal first; see journal_place)."""
+    (``$STATE_DIRECTORY/journal`` or /var/lib/retentiond/journal first; see journal.place)."""
     from retentiond.journal.place import default_journal_dir
 
     if settings.daemon.journal_dir is not None:

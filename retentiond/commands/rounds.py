@@ -18,7 +18,7 @@ from retentiond.kinds import kind_for
 
 def cmd_once(args: argparse.Namespace) -> int:
     from retentiond.engine.cleaner import Cleaner
-    from retentiond.observe.report import human_bytes, render_plan
+    from retentiond.engine.units import human_bytes
 
     settings = load_settings_or_exit(args.config)
     dry_run = args.dry_run or settings.daemon.dry_run
@@ -36,7 +36,7 @@ def cmd_once(args: argparse.Namespace) -> int:
         json.dump(doc, sys.stdout, indent=2)
         print()
     elif dry_run:
-        print(render_plan(plan))
+        print(cleaner.kind.render_plan(plan))
         print("dry run: nothing was deleted")
     else:
         for o in result.outcomes:
@@ -49,8 +49,8 @@ def cmd_once(args: argparse.Namespace) -> int:
         print(f"round done in {result.duration_s:.2f}s: {summary}")
     if journal is not None:
         journal.close()
-    if plan.errors or plan.commitlog.triggers.error:
-        for err in [*plan.errors, plan.commitlog.triggers.error]:
+    if plan.store_errors():
+        for err in plan.store_errors():
             if err:
                 print(f"error: {err}; nothing was deleted from this store", file=sys.stderr)
         return EXIT_STORE
@@ -59,16 +59,16 @@ def cmd_once(args: argparse.Namespace) -> int:
 
 def cmd_plan(args: argparse.Namespace) -> int:
     from retentiond.engine.cleaner import Cleaner
-    from retentiond.observe.report import render_plan
 
     settings = load_settings_or_exit(args.config)
-    plan = Cleaner(kind_for(settings)).plan(manual=args.manual)
+    cleaner = Cleaner(kind_for(settings))
+    plan = cleaner.plan(manual=args.manual)
     if args.json:
         json.dump(plan.as_dict(), sys.stdout, indent=2)
         print()
     else:
-        print(render_plan(plan, all_queue_files=args.all))
-    return EXIT_STORE if plan.errors or plan.commitlog.triggers.error else EXIT_OK
+        print(cleaner.kind.render_plan(plan, all_queue_files=args.all))
+    return EXIT_STORE if plan.store_errors() else EXIT_OK
 
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]

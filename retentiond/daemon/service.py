@@ -163,13 +163,12 @@ class Daemon:
             log.exception("startup scan failed; READY waits for a round that can read the store")
             self.state.note_error(f"startup scan: {exc}")
             return
-        self.state.observe_plan(plan, self.cleaner.settings, frozenset())
+        self.state.observe_plan(plan, self.cleaner.kind, frozenset())
         self.metrics.observe_plan(plan)
         if scan_ok(plan):
             self._became_ready()
         else:
-            errors = [*plan.errors, plan.commitlog.triggers.error]
-            log.error("startup scan could not read the store", errors=[e for e in errors if e])
+            log.error("startup scan could not read the store", errors=plan.store_errors())
 
     def _start_scheduler(self) -> None:
         s = self.cleaner.settings
@@ -242,7 +241,7 @@ class Daemon:
             self.state.round_failed(f"{type(exc).__name__}: {exc}")
             self.notifier.status(f"last round failed: {exc}")
             return
-        self.state.round_done(result, settings)
+        self.state.round_done(result, self.cleaner.kind)
         self.metrics.round_done(result)
         self._log_round(result)
         self._redelete_hanged(settings)

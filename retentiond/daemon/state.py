@@ -18,8 +18,7 @@ from pathlib import Path
 from retentiond.config.settings import Settings
 from retentiond.engine.cleaner import RoundResult
 from retentiond.engine.execute import Outcome
-from retentiond.kinds.rocketmq.commitlog import expired_pending
-from retentiond.kinds.rocketmq.plan import Plan
+from retentiond.engine.kind import RoundPlan, StoreKind
 
 _HOUR_MS = 3_600_000
 # Causes (execute.Outcome.cause) that leave a file on disk that should have gone: tracked as
@@ -29,11 +28,6 @@ HUNG_CAUSES = frozenset({"unlink_failed", "changed", "containment"})
 
 def wall_ms() -> int:
     return time.time_ns() // 1_000_000
-
-
-def pending_expired(plan: Plan, settings: Settings, deleted: frozenset[str] = frozenset()) -> int:
-    """Expired CommitLog files still on disk after the round (see policy.commitlog)."""
-    return expired_pending(plan.commitlog, settings, plan.now_ms, deleted)
 
 
 def round_summary(result: RoundResult) -> dict[str, object]:
@@ -46,14 +40,14 @@ def round_summary(result: RoundResult) -> dict[str, object]:
         "stopped": result.stopped,
         "deleted": result.counts(),
         "failures": len(result.failed),
-        "errors": [*plan.errors, *([t] if (t := plan.commitlog.triggers.error) else [])],
+        "errors": plan.store_errors(),
         "config_hash": plan.config_hash,
     }
 
 
-def scan_ok(plan: Plan) -> bool:
+def scan_ok(plan: RoundPlan) -> bool:
     """The store was read and measured completely (what READY=1 waits for)."""
-    return not plan.errors and plan.commitlog.triggers.error is None
+    return not plan.store_errors()
 
 
 @dataclass
@@ -109,16 +103,17 @@ class DaemonState:
         with self._lock:
             self.running_since_ms = wall_ms()
 
-    def observe_plan(self, plan: Plan, settings: Settings, deleted: frozenset[str]) -> None:
+    def observe_plan(self, plan: RoundPlan, kind: StoreKind, deleted: frozenset[str]) -> None:
         """Record what a scan saw: triggers, disk ratios, expired files left."""
+        fields = kind.status_fields(plan, deleted)
         with self._lock:
             self.last_scan_ms = plan.now_ms
-            self.triggers = plan.commitlog.triggers.as_dict()
-            self.pending_expired = pending_expired(plan, settings, deleted)
+            self.triggers = fields.get("triggers")  # type: ignore[assignment]
+            self.pending_expired = fields.get("pending_expired")  # type: ignore[assignment]
 
-    def round_done(self, result: RoundResult, settings: Settings) -> None:
+    def round_done(self, result: RoundResult, kind: StoreKind) -> None:
         deleted = frozenset(o.decision.path for o in result.deleted)
-        self.observe_plan(result.plan, settings, deleted)
+        self.observe_plan(result.plan, kind, deleted)
         with self._lock:
             self.rounds += 1
             self.running_since_ms = None

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from retentiond.observe.report import human_age, human_bytes
+from retentiond.engine.units import human_age, human_bytes
 
 
 def _ago(now_ms: int, then_ms: object) -> str:
@@ -158,7 +158,7 @@ def render(doc: dict[str, Any]) -> str:
 
 
 def _safety_lines(safety: dict[str, Any] | None, now: int) -> list[str]:
-    """Owner broker, bytes waiting for release, held files, fault counters (cleaner.py)."""
+    """Owner broker, bytes waiting for release, held files, fault counters (engine.cleaner)."""
     if not safety:
         return []
     owner = safety.get("owner") or {}

@@ -3,8 +3,8 @@
 One ``Guard`` lives as long as its Cleaner. Per round it looks up the store's owner (the lock
 holder; cheap), builds at most one holder map, and only when the round has files to delete or
 unlinked files whose release it is waiting for (``InUse``). It turns that map into the two
-inputs the pure policies take: "who else holds this file" (``policy.holds``) and "how full will
-the disk be once the held-but-deleted bytes are released" (``disk.adjusted``).
+inputs the pure policies take: "who else holds this file" (``engine.holds``) and "how full will
+the disk be once the held-but-deleted bytes are released" (``engine.disk.adjusted``).
 
 "Never delete on doubt": when the map is incomplete (unreadable or hidden processes), or the
 owner holds the lock but is not visible here (another PID namespace), nobody can say who else

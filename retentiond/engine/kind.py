@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from retentiond.config.settings import Settings
 from retentiond.engine.decision import Decision
+from retentiond.engine.figures import DiskFigures, StoreStats
 from retentiond.engine.holds import HeldFile, HoldIntervals
 from retentiond.reasons import Kind
 
@@ -66,6 +67,7 @@ class StoreKind(Protocol):
 
     name: str
     file_kinds: tuple[Kind, ...]  # the kinds of file it deletes, for counts and labels
+    phases: tuple[str, ...]  # the stages of its round, in order (``Round.phase``; metrics)
     settings: Settings
 
     def reconfigure(self, settings: Settings) -> None:
@@ -106,6 +108,29 @@ class StoreKind(Protocol):
 
     def round_fields(self, plan: RoundPlan, deleted: frozenset[str]) -> dict[str, object]:
         """The kind's part of the journal's ``round`` record."""
+        ...
+
+    # ---- for people and dashboards ------------------------------------------------------
+    def render_plan(self, plan: RoundPlan, *, all_queue_files: bool = False) -> str:
+        """The plan as ``retentiond plan`` prints it."""
+        ...
+
+    def status_fields(self, plan: RoundPlan, deleted: frozenset[str]) -> dict[str, object]:
+        """What ``status`` shows of the last scan (RocketMQ: triggers, expired files left)."""
+        ...
+
+    def store_stats(
+        self, plan: RoundPlan, deleted: frozenset[str], previous: StoreStats | None
+    ) -> StoreStats:
+        """Files, bytes and oldest age per file kind after a round that deleted ``deleted``."""
+        ...
+
+    def disk_figures(self, settings: Settings, now_ms: int) -> DiskFigures:
+        """The disk as it is now (at scrape time): ratios, and the disk state if it has any."""
+        ...
+
+    def phases_succeeded(self, plan: RoundPlan) -> tuple[str, ...]:
+        """The phases of a round that ran to completion (for last-success times)."""
         ...
 
     # ---- just before an unlink ----------------------------------------------------------

@@ -13,7 +13,7 @@ A candidate counts only if it exists or its nearest existing parent is writable,
 does not depend on creating directories we could not use. The decision is a pure function of
 the filesystem layout, so it is stable from one start to the next (reconciliation and
 shipping must find the same directory again). A journal that still shares the store's
-filesystem works: on a full disk its records are held in memory (see ``spool.py``).
+filesystem works: on a full disk its records are held in memory (see ``journal.spool``).
 """
 
 from __future__ import annotations

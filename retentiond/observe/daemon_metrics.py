@@ -19,7 +19,7 @@ from prometheus_client import disable_created_metrics
 from retentiond.config.metrics import is_loopback, parse_listen
 from retentiond.config.settings import Settings
 from retentiond.engine.cleaner import RoundResult
-from retentiond.kinds.rocketmq.plan import Plan
+from retentiond.engine.kind import RoundPlan
 from retentiond.observe.metrics import RetentionMetrics
 from retentiond.observe.server import MetricsServer, PasswordFile, TlsFiles
 
@@ -82,7 +82,7 @@ class DaemonMetrics:
 
     # The daemon calls these from its round thread: a bug here must not stop the round job,
     # so it is logged and swallowed.
-    def observe_plan(self, plan: Plan) -> None:
+    def observe_plan(self, plan: RoundPlan) -> None:
         try:
             self.metrics.observe_plan(plan)
         except Exception:

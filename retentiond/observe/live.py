@@ -3,10 +3,11 @@
 ``collect`` runs in the HTTP server's thread, concurrently with rounds, and must neither wait
 for a round nor cost more as the store grows:
 
-* disk ratios — one ``statvfs`` per store path, RocketMQ's arithmetic (``store.disk``), and the
-  disk state from the very policy function a round uses (``policy.triggers.evaluate``);
+* disk ratios — one ``statvfs`` per store path (``engine.disk``), and the disk state from the
+  very policy function a round uses: the store kind's ``disk_figures`` (RocketMQ's evaluates
+  its triggers);
 * file counts, bytes, ages, the CommitLog minimum — the ``StoreStats`` snapshot the last round
-  left (``observe/storestats.py``), read by reference, no lock, no directory walk;
+  left (the kind's ``store_stats``), read by reference, no lock, no directory walk;
 * reloads, pending and hung files, manual rounds — the daemon's status document, built under
   its state lock, which rounds only ever hold for a few assignments;
 * configuration — the settings in force (an immutable object).
@@ -27,15 +28,12 @@ from prometheus_client.registry import Collector
 
 from retentiond import __version__
 from retentiond.config.settings import Settings
-from retentiond.engine.disk import PathUsage, measure_path
-from retentiond.kinds.rocketmq.disk import DiskUsage
-from retentiond.kinds.rocketmq.triggers import DISK_STATE_ORDER, DiskState, evaluate
-from retentiond.observe.storestats import StoreStats
+from retentiond.engine.figures import StoreStats
+from retentiond.engine.kind import StoreKind
 
 log = structlog.get_logger("retentiond.metrics")
 
 BASE = ["cluster", "broker"]
-DISK_STATES = (*DISK_STATE_ORDER, DiskState.UNKNOWN)
 RELOAD_RESULTS = ("applied", "unchanged", "refused")
 
 
@@ -53,6 +51,7 @@ class MetricsState(Protocol):
 
     base: tuple[str, str]
     stats: StoreStats | None
+    kind: StoreKind | None
     status: Callable[[], Mapping[str, object]] | None
     current_settings: Callable[[], Settings]
     clock_s: Callable[[], float]
@@ -109,24 +108,17 @@ class LiveCollector(Collector):
     def _disk(self, settings: Settings, now_s: float) -> Iterator[Metric]:
         ratio, state, threshold = self._disk_families()
         base = list(self.metrics.base)
-        commitlog = tuple(measure_path(str(p)) for p in settings.store_path_commitlog)
-        consumequeue = measure_path(str(settings.consumequeue_dir))
-        measured: list[tuple[str, PathUsage]] = [("commitlog", u) for u in commitlog]
-        measured.append(("consumequeue", consumequeue))
-        for kind, usage in measured:
+        kind = self.metrics.kind
+        if kind is None:
+            return
+        disk = kind.disk_figures(settings, int(now_s * 1000))
+        for role, usage in disk.paths:
             if usage.ratio is not None:  # a path that cannot be measured has no ratio
-                ratio.add_metric([*base, kind, usage.path], usage.ratio)
-        current = evaluate(
-            settings, int(now_s * 1000), DiskUsage(commitlog, consumequeue), manual=False
-        ).disk_state
-        for s in DISK_STATES:
-            state.add_metric([*base, s.value], 1.0 if s is current else 0.0)
-        for s, value in (
-            (DiskState.OVER_MAX_RATIO, settings.disk_max_used_ratio_fraction),
-            (DiskState.CLEAN_FORCIBLY, settings.disk_space_clean_forcibly_ratio),
-            (DiskState.WARNING_LEVEL, settings.disk_space_warning_level_ratio),
-        ):
-            threshold.add_metric([*base, s.value], value)
+                ratio.add_metric([*base, role, usage.path], usage.ratio)
+        for s in disk.states:
+            state.add_metric([*base, s], 1.0 if s == disk.state else 0.0)
+        for s, value in disk.thresholds:
+            threshold.add_metric([*base, s], value)
         yield from (ratio, state, threshold)
 
     # ---- store figures (cached by the last round) -----------------------------------------

@@ -24,6 +24,7 @@ restart to change, so the labels are fixed for the life of the process.
 
 from __future__ import annotations
 
+import itertools
 import threading
 import time
 from collections.abc import Callable, Mapping
@@ -41,9 +42,9 @@ from prometheus_client import (
 from retentiond.config.settings import Settings
 from retentiond.engine.cleaner import Cleaner, RoundResult
 from retentiond.engine.execute import Outcome
-from retentiond.kinds.rocketmq.plan import Plan
+from retentiond.engine.figures import StoreStats
+from retentiond.engine.kind import RoundPlan, StoreKind
 from retentiond.observe.live import LiveCollector
-from retentiond.observe.storestats import StoreStats, store_stats
 from retentiond.reasons import DELETE_REASONS, FORCED_REASONS, Kind, Reason
 
 log = structlog.get_logger("retentiond.metrics")
@@ -99,6 +100,7 @@ class RetentionMetrics:
         self.status = status
         self.clock_s = clock_s
         self.stats: StoreStats | None = None  # replaced whole, never mutated: scrapes read it
+        self.kind: StoreKind | None = None  # the watched cleaner's: store and disk figures
         self._phase = _PhaseClock()
         r = self.registry
         self.deleted_files = Counter(
@@ -183,6 +185,7 @@ class RetentionMetrics:
                 log.exception("metrics: cannot count an outcome")
 
         cleaner.on_outcome = on_outcome
+        self.kind = cleaner.kind
         self._phase.watch(cleaner)
 
     # ---- events (round thread) ----------------------------------------------------------
@@ -200,42 +203,50 @@ class RetentionMetrics:
         elif outcome.cause not in NOT_A_FAILURE:
             self.delete_failures.labels(*self.base, kind, outcome.cause or "unknown").inc()
 
-    def observe_plan(self, plan: Plan) -> None:
+    def observe_plan(self, plan: RoundPlan) -> None:
         """A scan that deleted nothing (the daemon's startup scan): refresh the store figures."""
-        self.stats = store_stats(plan, self.current_settings(), frozenset(), self.stats)
+        if self.kind is not None:
+            self.stats = self.kind.store_stats(plan, frozenset(), self.stats)
 
     def round_done(self, result: RoundResult) -> None:
         """After a round (real or dry): durations, success times, the store figures."""
         plan = result.plan
         gone = frozenset(o.decision.path for o in result.deleted)
-        self.stats = store_stats(plan, self.current_settings(), gone, self.stats)
+        if self.kind is not None:
+            self.stats = self.kind.store_stats(plan, gone, self.stats)
         durations = self._phase.split(result.duration_s)
         for cleaner, seconds in durations.items():
             self.round_duration.labels(*self.base, cleaner).observe(seconds)
         if result.stopped or plan.errors:
             return
         now = self.clock_s()
-        if plan.commitlog.triggers.error is None:
-            self.last_success.labels(*self.base, "commitlog").set(now)
-        self.last_success.labels(*self.base, "consumequeue").set(now)
+        if self.kind is not None:
+            for phase in self.kind.phases_succeeded(plan):
+                self.last_success.labels(*self.base, phase).set(now)
 
 
 class _PhaseClock:
-    """Monotonic marks around a round: its start, the start of queue planning, its end."""
+    """Monotonic marks around a round: its start, the start of each later phase, its end.
+
+    The first phase runs from the round's start (scan included) to the second phase's mark,
+    and so on; the last to the round's end. A phase the round never reached took 0 s.
+    """
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._thread: int | None = None  # the round's thread: a plan() elsewhere is no mark
+        self._phases: tuple[str, ...] = ()
         self._start: float | None = None
-        self._queues: float | None = None
+        self._marks: list[tuple[str, float]] = []
         self._end: float | None = None
 
     def watch(self, cleaner: Cleaner) -> None:
         run_round = cleaner.run_round
+        self._phases = cleaner.kind.phases
 
         def timed_round(*args, **kwargs):  # type: ignore[no-untyped-def]
             with self._lock:
-                self._start, self._queues, self._end = time.monotonic(), None, None
+                self._start, self._marks, self._end = time.monotonic(), [], None
                 self._thread = threading.get_ident()
             try:
                 return run_round(*args, **kwargs)
@@ -244,23 +255,27 @@ class _PhaseClock:
                     self._end = time.monotonic()
 
         def mark(phase: str) -> None:
-            if phase != "consumequeue":
-                return
             with self._lock:
                 in_round = self._thread == threading.get_ident() and self._end is None
-                if self._start is not None and in_round and self._queues is None:
-                    self._queues = time.monotonic()
+                first = bool(self._phases) and phase == self._phases[0]
+                seen = any(p == phase for p, _ in self._marks)
+                if self._start is not None and in_round and not first and not seen:
+                    self._marks.append((phase, time.monotonic()))
 
         cleaner.run_round = timed_round  # type: ignore[method-assign]
         cleaner.on_phase = mark
 
     def split(self, total_s: float) -> dict[str, float]:
-        """Seconds per cleaner for the round that just ended (``total_s`` if unwatched)."""
+        """Seconds per phase for the round that just ended (``total_s`` if unwatched)."""
         with self._lock:
-            start, queues, end = self._start, self._queues, self._end
-            self._start = self._queues = self._end = None
+            start, marks, end = self._start, self._marks, self._end
+            self._start, self._marks, self._end = None, [], None
+        phases = self._phases or ("commitlog", "consumequeue")
+        durations = dict.fromkeys(phases, 0.0)
         if start is None or end is None:
-            return {"commitlog": total_s, "consumequeue": 0.0}
-        if queues is None:  # the round stopped before it reached the queues
-            return {"commitlog": end - start, "consumequeue": 0.0}
-        return {"commitlog": queues - start, "consumequeue": end - queues}
+            durations[phases[0]] = total_s
+            return durations
+        bounds = [(phases[0], start), *marks, ("", end)]
+        for (phase, begin), (_, finish) in itertools.pairwise(bounds):
+            durations[phase] = finish - begin
+        return durations

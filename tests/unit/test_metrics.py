@@ -69,7 +69,7 @@ class Rig:
 
     def round(self, **kwargs: Any):
         result = self.cleaner.run_round(**kwargs)
-        self.state.round_done(result, self.settings)
+        self.state.round_done(result, self.cleaner.kind)
         self.metrics.round_done(result)
         return result
 
@@ -255,7 +255,7 @@ def test_queue_figures_are_kept_when_the_minimum_does_not_move(rig) -> None:
 def test_expired_pending_equals_status_and_falls_with_deletions(rig) -> None:
     r = rig(fileReservedTime=72, deleteFileBatchMax=5)
     r.metrics.observe_plan(r.cleaner.plan())
-    r.state.observe_plan(r.cleaner.plan(), r.settings, frozenset())
+    r.state.observe_plan(r.cleaner.plan(), r.cleaner.kind, frozenset())
     before = r.value("retentiond_expired_files_pending")
     assert before == r.state.pending_expired and before > 5
     r.round()

@@ -19,14 +19,17 @@ from dataclasses import replace
 from retentiond.config.settings import Settings
 from retentiond.engine.decision import Decision
 from retentiond.engine.execute import Run, open_dir_below
+from retentiond.engine.figures import DiskFigures, StoreStats
 from retentiond.engine.holds import HeldFile
 from retentiond.engine.round import Round
 from retentiond.kinds.rocketmq.commitlog import expired_pending, newest_kept_index, plan_commitlog
 from retentiond.kinds.rocketmq.disk import DiskUsage, measure, round_fields
+from retentiond.kinds.rocketmq.figures import disk_figures, status_fields, store_stats
 from retentiond.kinds.rocketmq.holds import HoldRules, hold_commitlog, hold_queues
 from retentiond.kinds.rocketmq.plan import CommitLogPlan, Plan, QueuesPlan
 from retentiond.kinds.rocketmq.queues import plan_queues
 from retentiond.kinds.rocketmq.reader import BinaryReader, read_index_header
+from retentiond.kinds.rocketmq.report import render_plan
 from retentiond.kinds.rocketmq.scan import QueueLister, scan
 from retentiond.kinds.rocketmq.snapshot import Snapshot
 from retentiond.kinds.rocketmq.triggers import evaluate, hour_of_day
@@ -38,6 +41,7 @@ _HOUR_MS = 3_600_000
 class RocketMQ:
     name = "rocketmq"
     file_kinds = (Kind.COMMITLOG, Kind.CONSUMEQUEUE, Kind.INDEX)
+    phases = (Kind.COMMITLOG.value, Kind.CONSUMEQUEUE.value)  # the two cleaning services
 
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
@@ -171,6 +175,28 @@ class RocketMQ:
             "expired_pending": expired_pending(plan.commitlog, s, plan.now_ms, deleted),
             **round_fields(s, self.last_usage),
         }
+
+    # ---- for people and dashboards ------------------------------------------------------
+    def render_plan(self, plan: Plan, *, all_queue_files: bool = False) -> str:  # type: ignore[override]
+        return render_plan(plan, all_queue_files=all_queue_files)
+
+    def status_fields(self, plan: Plan, deleted: frozenset[str]) -> dict[str, object]:  # type: ignore[override]
+        return status_fields(plan, self.settings, deleted)
+
+    def store_stats(  # type: ignore[override]
+        self, plan: Plan, deleted: frozenset[str], previous: StoreStats | None
+    ) -> StoreStats:
+        return store_stats(plan, self.settings, deleted, previous)
+
+    def disk_figures(self, settings: Settings, now_ms: int) -> DiskFigures:
+        return disk_figures(settings, now_ms)
+
+    def phases_succeeded(self, plan: Plan) -> tuple[str, ...]:  # type: ignore[override]
+        """The queue service always completes; the CommitLog one not when the disk could not
+        be measured."""
+        if plan.commitlog.triggers.error is None:
+            return self.phases
+        return (Kind.CONSUMEQUEUE.value,)
 
     # ---- just before an unlink ----------------------------------------------------------
     def open_parent(self, decision: Decision) -> int:

@@ -1,38 +1,16 @@
-"""Human-readable rendering of plans and round results (tables for operators)."""
+"""A RocketMQ plan as operators read it: triggers, disk, then tables of files and verdicts."""
 
 from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterable
+from typing import TYPE_CHECKING
 
 from retentiond.engine.decision import Decision
-from retentiond.kinds.rocketmq.plan import Plan
+from retentiond.engine.units import human_age, human_bytes
 
-
-def human_bytes(n: int | None) -> str:
-    if n is None:
-        return "-"
-    value = float(n)
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
-        if value < 1024 or unit == "TiB":
-            return f"{value:.0f} {unit}" if unit == "B" else f"{value:.1f} {unit}"
-        value /= 1024
-    return f"{n} B"
-
-
-def human_age(ms: int | None) -> str:
-    if ms is None:
-        return "-"
-    sign = "-" if ms < 0 else ""
-    s = abs(ms) // 1000
-    d, rem = divmod(s, 86400)
-    h, rem = divmod(rem, 3600)
-    m = rem // 60
-    if d:
-        return f"{sign}{d}d{h:02d}h"
-    if h:
-        return f"{sign}{h}h{m:02d}m"
-    return f"{sign}{m}m{s % 60:02d}s"
+if TYPE_CHECKING:
+    from retentiond.kinds.rocketmq.plan import Plan
 
 
 def _ratio(r: float | None) -> str:

@@ -1,4 +1,4 @@
-"""How big and how old the store is, per kind, as of the last scan: the scrape-time cache.
+"""A RocketMQ store's figures for the metrics and `status`: files per kind, disk, expiry.
 
 A scrape must stay cheap on a store with 100,000 consume queues, and must never wait for a
 round. So nothing here runs at scrape time: ``store_stats`` is computed in the round thread,
@@ -29,26 +29,16 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterable
-from dataclasses import dataclass, field
 
 from retentiond.config.settings import Settings
 from retentiond.engine.decision import Decision
+from retentiond.engine.disk import measure_path
+from retentiond.engine.figures import DiskFigures, KindStats, StoreStats
+from retentiond.kinds.rocketmq.commitlog import expired_pending
+from retentiond.kinds.rocketmq.disk import DiskUsage
 from retentiond.kinds.rocketmq.plan import Plan
+from retentiond.kinds.rocketmq.triggers import DISK_STATE_ORDER, DiskState, evaluate
 from retentiond.reasons import Kind
-
-
-@dataclass(frozen=True)
-class KindStats:
-    files: int
-    bytes: int
-    oldest_mtime_ms: int | None  # None: no file (or none whose age is known)
-    scanned_ms: int  # when these figures were taken
-
-
-@dataclass(frozen=True)
-class StoreStats:
-    kinds: dict[Kind, KindStats] = field(default_factory=dict)
-    commitlog_min_offset: int | None = None  # start offset of the oldest CommitLog file left
 
 
 def _commitlog(plan: Plan, gone: frozenset[str]) -> tuple[KindStats, int | None]:
@@ -126,3 +116,33 @@ def store_stats(
     if cq is not None:
         kinds[Kind.CONSUMEQUEUE] = cq
     return StoreStats(kinds, min_offset)
+
+
+DISK_STATES = (*DISK_STATE_ORDER, DiskState.UNKNOWN)
+
+
+def disk_figures(settings: Settings, now_ms: int) -> DiskFigures:
+    """Measured at scrape time: each CommitLog path and the consumequeue path, and the disk
+    state the triggers would see (``unknown`` when a path cannot be measured)."""
+    commitlog = tuple(measure_path(str(p)) for p in settings.store_path_commitlog)
+    consumequeue = measure_path(str(settings.consumequeue_dir))
+    paths = (*(("commitlog", u) for u in commitlog), ("consumequeue", consumequeue))
+    state = evaluate(settings, now_ms, DiskUsage(commitlog, consumequeue), manual=False).disk_state
+    return DiskFigures(
+        paths=paths,
+        state=state.value,
+        states=tuple(s.value for s in DISK_STATES),
+        thresholds=(
+            (DiskState.OVER_MAX_RATIO.value, settings.disk_max_used_ratio_fraction),
+            (DiskState.CLEAN_FORCIBLY.value, settings.disk_space_clean_forcibly_ratio),
+            (DiskState.WARNING_LEVEL.value, settings.disk_space_warning_level_ratio),
+        ),
+    )
+
+
+def status_fields(plan: Plan, settings: Settings, deleted: frozenset[str]) -> dict[str, object]:
+    """What `status` shows of a scan: the triggers and the expired files still on disk."""
+    return {
+        "triggers": plan.commitlog.triggers.as_dict(),
+        "pending_expired": expired_pending(plan.commitlog, settings, plan.now_ms, deleted),
+    }

@@ -1,0 +1,29 @@
+"""Sizes and ages as people read them: plans, round summaries and `status` all use these."""
+
+from __future__ import annotations
+
+
+def human_bytes(n: int | None) -> str:
+    if n is None:
+        return "-"
+    value = float(n)
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if value < 1024 or unit == "TiB":
+            return f"{value:.0f} {unit}" if unit == "B" else f"{value:.1f} {unit}"
+        value /= 1024
+    return f"{n} B"
+
+
+def human_age(ms: int | None) -> str:
+    if ms is None:
+        return "-"
+    sign = "-" if ms < 0 else ""
+    s = abs(ms) // 1000
+    d, rem = divmod(s, 86400)
+    h, rem = divmod(rem, 3600)
+    m = rem // 60
+    if d:
+        return f"{sign}{d}d{h:02d}h"
+    if h:
+        return f"{sign}{h}h{m:02d}m"
+    return f"{sign}{m}m{s % 60:02d}s"
