@@ -51,7 +51,7 @@ class MetricsState(Protocol):
 
     base: tuple[str, str]
     stats: StoreStats | None
-    kind: StoreKind | None
+    kind: StoreKind
     status: Callable[[], Mapping[str, object]] | None
     current_settings: Callable[[], Settings]
     clock_s: Callable[[], float]
@@ -108,10 +108,7 @@ class LiveCollector(Collector):
     def _disk(self, settings: Settings, now_s: float) -> Iterator[Metric]:
         ratio, state, threshold = self._disk_families()
         base = list(self.metrics.base)
-        kind = self.metrics.kind
-        if kind is None:
-            return
-        disk = kind.disk_figures(settings, int(now_s * 1000))
+        disk = self.metrics.kind.disk_figures(settings, int(now_s * 1000))
         for role, usage in disk.paths:
             if usage.ratio is not None:  # a path that cannot be measured has no ratio
                 ratio.add_metric([*base, role, usage.path], usage.ratio)

@@ -44,6 +44,7 @@ from retentiond.engine.cleaner import Cleaner, RoundResult
 from retentiond.engine.execute import Outcome
 from retentiond.engine.figures import StoreStats
 from retentiond.engine.kind import RoundPlan, StoreKind
+from retentiond.kinds import kind_for
 from retentiond.observe.live import LiveCollector
 from retentiond.reasons import DELETE_REASONS, FORCED_REASONS, Kind, Reason
 
@@ -93,6 +94,7 @@ class RetentionMetrics:
         current_settings: Callable[[], Settings] | None = None,
         status: StatusFn | None = None,
         clock_s: Callable[[], float] = wall_s,
+        kind: StoreKind | None = None,
     ) -> None:
         self.registry = registry if registry is not None else CollectorRegistry()
         self.base = (settings.broker_cluster_name, settings.broker_name)
@@ -100,7 +102,8 @@ class RetentionMetrics:
         self.status = status
         self.clock_s = clock_s
         self.stats: StoreStats | None = None  # replaced whole, never mutated: scrapes read it
-        self.kind: StoreKind | None = None  # the watched cleaner's: store and disk figures
+        # The store kind the figures come from: the watched cleaner's once watch() is called.
+        self.kind: StoreKind = kind if kind is not None else kind_for(settings)
         self._phase = _PhaseClock()
         r = self.registry
         self.deleted_files = Counter(
@@ -205,24 +208,21 @@ class RetentionMetrics:
 
     def observe_plan(self, plan: RoundPlan) -> None:
         """A scan that deleted nothing (the daemon's startup scan): refresh the store figures."""
-        if self.kind is not None:
-            self.stats = self.kind.store_stats(plan, frozenset(), self.stats)
+        self.stats = self.kind.store_stats(plan, frozenset(), self.stats)
 
     def round_done(self, result: RoundResult) -> None:
         """After a round (real or dry): durations, success times, the store figures."""
         plan = result.plan
         gone = frozenset(o.decision.path for o in result.deleted)
-        if self.kind is not None:
-            self.stats = self.kind.store_stats(plan, gone, self.stats)
+        self.stats = self.kind.store_stats(plan, gone, self.stats)
         durations = self._phase.split(result.duration_s)
         for cleaner, seconds in durations.items():
             self.round_duration.labels(*self.base, cleaner).observe(seconds)
         if result.stopped or plan.errors:
             return
         now = self.clock_s()
-        if self.kind is not None:
-            for phase in self.kind.phases_succeeded(plan):
-                self.last_success.labels(*self.base, phase).set(now)
+        for phase in self.kind.phases_succeeded(plan):
+            self.last_success.labels(*self.base, phase).set(now)
 
 
 class _PhaseClock:
