@@ -32,9 +32,9 @@ import psutil
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from retentiond.engine.holders import find_owner  # noqa: E402
-from retentiond.engine.owner import OwnerWatch, count_maps, read_owner  # noqa: E402
-from tests.helpers.broker_proc import FakeBroker  # noqa: E402
+from retentiond.engine.holders import find_owner
+from retentiond.engine.owner import OwnerWatch, count_maps, read_owner
+from tests.helpers.broker_proc import FakeBroker
 
 MAX_MAP_COUNT = Path("/proc/sys/vm/max_map_count")
 

@@ -229,7 +229,10 @@ class OwnerWatch:
         figures = None
         if owner.running and owner.pids:
             # A POSIX lock belongs to one process; several pids would be a broker restarting.
-            figures = read_owner(min(owner.pids), self.proc_root)
+            try:
+                figures = read_owner(min(owner.pids), self.proc_root)
+            except Exception:  # describing the broker must never break a round
+                log.exception("cannot read the owner broker's figures")
             self.reads += 1
         report = OwnerReport(
             running=owner.running,

@@ -55,7 +55,7 @@ def short_command(cmdline: Iterable[str], name: str | None = None) -> str:
     text = " ".join(" ".join(cmdline).split())  # one line: a `-c` script spans several
     if not text:
         return f"[{name}]" if name else "?"
-    return text if len(text) <= COMMAND_CHARS else text[: COMMAND_CHARS - 1] + "…"
+    return text if len(text) <= COMMAND_CHARS else text[: COMMAND_CHARS - 3] + "..."
 
 
 @dataclass(frozen=True)
