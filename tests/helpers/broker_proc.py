@@ -53,11 +53,15 @@ BROKER_ARGS = ("-server", "-Xms8g", "org.apache.rocketmq.broker.BrokerStartup", 
 
 
 class FakeBroker:
-    """The helper process; ``args`` are appended to its command line after the script."""
+    """The helper process; ``args`` are appended to its command line after the script, and
+    ``argv0`` replaces the interpreter's name at its start (as ``exec -a`` does)."""
 
-    def __init__(self, lock: Path | None, args: tuple[str, ...] = BROKER_ARGS) -> None:
+    def __init__(
+        self, lock: Path | None, args: tuple[str, ...] = BROKER_ARGS, *, argv0: str | None = None
+    ) -> None:
         self.proc = subprocess.Popen(
-            [sys.executable, "-c", HELPER, str(lock or "-"), *args],
+            [argv0 or sys.executable, "-c", HELPER, str(lock or "-"), *args],
+            executable=sys.executable,
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             text=True,
