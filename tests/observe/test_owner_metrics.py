@@ -20,8 +20,13 @@ from pathlib import Path
 
 import psutil
 import pytest
+from prometheus_client import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
+from retentiond.config.loader import load_settings
+from retentiond.engine.cleaner import Cleaner
+from retentiond.kinds import kind_for
+from retentiond.observe.metrics import RetentionMetrics
 from retentiond.storegen.rocketmq import StoreSpec, generate_store, write_config
 from tests.helpers.broker_proc import FakeBroker
 
@@ -158,3 +163,26 @@ def test_owner_figures_on_metrics_and_in_status(tmp_path: Path, short_dir: Path)
     share = f"{100 * maps / max_map_count:.1f} % of vm.max_map_count {max_map_count:,}"
     assert f"maps {maps:,} ({share})" in text
     assert f"descriptors {fds:,} ({100 * fds / 5000:.1f} % of RLIMIT_NOFILE 5,000)" in text
+
+
+def test_figures_are_read_once_per_round_never_per_scrape(tmp_path: Path) -> None:
+    """In process: each round reads the owner once (a dry run too); scrapes only read the
+    report the round left."""
+    store = generate_store(tmp_path / "store", SPEC)
+    settings = load_settings(write_config(store.root, SPEC, tmp_path / "broker.yaml"))
+    cleaner = Cleaner(kind_for(settings))
+    metrics = RetentionMetrics(settings)
+    metrics.watch(cleaner)
+    assert b"retentiond_owner_info" not in generate_latest(metrics.registry)  # no round yet
+    with FakeBroker(store.root / "lock") as broker:
+        for _ in range(2):
+            cleaner.run_round(dry_run=True)
+        for _ in range(5):
+            text = generate_latest(metrics.registry).decode()
+        assert cleaner.guard.owner_watch.reads == 2
+        assert f'pid="{broker.pid}"' in text
+    cleaner.run_round(dry_run=True)  # the broker is gone: its figures go with it
+    text = generate_latest(metrics.registry).decode()
+    assert "retentiond_owner_info{" not in text
+    assert 'retentiond_owner_running{broker="' in text and "} 0.0" in text
+    assert cleaner.guard.owner_watch.reads == 2
