@@ -253,6 +253,6 @@ class OwnerWatch:
                     "treated as the owner's",
                     pid=figures.pid,
                     user=figures.user,
-                    command=" ".join(figures.cmdline),  # whole: once, and the class is last
+                    command=" ".join(" ".join(figures.cmdline).split()),  # whole: said once
                 )
         return report
