@@ -164,6 +164,7 @@ class Daemon:
             self.state.note_error(f"startup scan: {exc}")
             return
         self.state.observe_plan(plan, self.cleaner.kind, frozenset())
+        self.cleaner.describe_owner()  # the broker's figures from the start, then every round
         self.metrics.observe_plan(plan)
         if scan_ok(plan):
             self._became_ready()

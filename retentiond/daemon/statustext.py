@@ -157,6 +157,37 @@ def render(doc: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def _share(used: object, limit: object, limit_name: str) -> str:
+    if not isinstance(used, int):
+        return "unreadable"
+    if not isinstance(limit, int) or limit <= 0:
+        return f"{used:,} ({limit_name}: unknown or unlimited)"
+    return f"{used:,} ({100 * used / limit:.1f} % of {limit_name} {limit:,})"
+
+
+def owner_lines(owner: dict[str, Any], now: int) -> list[str]:
+    """The broker process beside us (engine.owner): who it is and how near its limits."""
+    p = owner.get("process")
+    if not p:
+        return []
+    kind = {"rocketmq": "RocketMQ broker", "kafka": "Kafka broker"}.get(p.get("type"), "")
+    who = f"{kind} ({p['main_class']})" if kind else "NOT a RocketMQ or Kafka broker"
+    started = p.get("start_time_s")
+    up = f", up {human_age(now - int(started * 1000))}" if isinstance(started, int | float) else ""
+    maps = _share(p.get("memory_maps"), owner.get("vm_max_map_count"), "vm.max_map_count")
+    fds = _share(p.get("open_fds"), p.get("max_fds"), "RLIMIT_NOFILE")
+    lines = [
+        f"          {who}: {p.get('name') or '?'} as {p.get('user') or '?'}{up}, "
+        f"RSS {human_bytes(p.get('rss_bytes'))}",
+        f"          maps {maps}; descriptors {fds}",
+    ]
+    if not kind:
+        lines.append(f"          command: {p.get('command')}")
+    if p.get("unreadable"):
+        lines.append(f"          cannot read: {', '.join(p['unreadable'])}")
+    return lines
+
+
 def _safety_lines(safety: dict[str, Any] | None, now: int) -> list[str]:
     """Owner broker, bytes waiting for release, held files, fault counters (engine.cleaner)."""
     if not safety:
@@ -168,6 +199,7 @@ def _safety_lines(safety: dict[str, Any] | None, now: int) -> list[str]:
     lines = [f"broker    {state}" + (f" (pid {pids})" if pids else "")]
     if safety.get("proc_view_complete") is False:
         lines[-1] += "; NOT every process is visible: files anyone holds count as held"
+    lines += owner_lines(owner, now)
     release = safety.get("pending_release") or {}
     lines.append(
         f"release   {release.get('files', 0)} deleted files still held, "

@@ -33,6 +33,7 @@ from retentiond.engine.holders import PROC
 from retentiond.engine.holds import HeldFile, HoldIntervals, resolve
 from retentiond.engine.inuse import PendingTotals
 from retentiond.engine.kind import RoundPlan, StoreKind
+from retentiond.engine.owner import OwnerReport
 from retentiond.engine.round import Mode, Round
 from retentiond.journal.place import shares_store_filesystem
 from retentiond.journal.reconcile import ReconcileResult, reconcile
@@ -241,6 +242,7 @@ class Cleaner:
         now = self.clock_ms()
         snap = self.kind.scan(now)
         rnd = self._round(Mode.DRY_RUN if dry_run else Mode.REAL, manual, now)
+        self.describe_owner()
         plan = self.kind.plan_round(snap, rnd)
         if plan.ran_deletion_pass() and self.state.manual_rounds_remaining > 0:
             self.state = replace(
@@ -331,6 +333,15 @@ class Cleaner:
     def owner_running(self) -> bool | None:
         """Whether a broker holds the store's lock; None if that could not be read."""
         return self.guard.owner.running
+
+    def describe_owner(self) -> OwnerReport:
+        """Read the owner broker's figures: every round does, once, after the owner lookup;
+        the daemon's startup scan too. Scrapes and `status` only read the last report."""
+        return self.guard.describe_owner()
+
+    def owner_report(self) -> OwnerReport | None:
+        """The owner broker as the last round saw it (None before the first)."""
+        return self.guard.owner_watch.report
 
     def proc_view_complete(self) -> bool | None:
         """Whether the last holder map saw every process (False: doubt, files held count as

@@ -25,6 +25,7 @@ from retentiond.engine.holders import PROC, HolderMap, LockOwner, nobody_has_ope
 from retentiond.engine.holds import HeldFile, HoldersOf, HoldIntervals
 from retentiond.engine.inuse import InUse
 from retentiond.engine.kind import StoreKind
+from retentiond.engine.owner import OwnerReport, OwnerWatch
 
 log = structlog.get_logger("retentiond.guard")
 
@@ -41,6 +42,7 @@ def _device(path: str) -> int | None:
 class Guard:
     def __init__(self, proc_root: str = PROC, hold_rules: HoldIntervals | None = None) -> None:
         self.inuse = InUse(proc_root)
+        self.owner_watch = OwnerWatch(proc_root)
         self.hold_rules = hold_rules  # None: the kind's own (tests pass short intervals)
         self._warned_invisible_owner = False
 
@@ -50,6 +52,10 @@ class Guard:
     # ---- per round ----------------------------------------------------------------------
     def begin_round(self, kind: StoreKind) -> None:
         self.inuse.begin_round(kind.owner_lock())
+
+    def describe_owner(self) -> OwnerReport:
+        """Read the owner's process figures (after ``begin_round``): once per round."""
+        return self.owner_watch.refresh(self.inuse.owner)
 
     def holder_map(self, kind: StoreKind, now_ms: int) -> HolderMap:
         return self.inuse.holder_map(list(kind.directories()), now_ms)
@@ -110,11 +116,15 @@ class Guard:
     def owner(self) -> LockOwner:
         return self.inuse.owner
 
+    def _owner_process(self) -> dict[str, object]:
+        report = self.owner_watch.report
+        return report.as_dict() if report is not None else {"process": None}
+
     def status(self, held: Mapping[str, HeldFile]) -> dict[str, object]:
         totals = self.inuse.totals()
         pending = self.inuse.pending_files()
         return {
-            "owner": self.inuse.owner.as_dict(),
+            "owner": {**self.inuse.owner.as_dict(), **self._owner_process()},
             "proc_view_complete": self.inuse.view_complete,
             "pending_release": {
                 "files": totals.files,

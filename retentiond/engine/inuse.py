@@ -24,8 +24,11 @@ from typing import NamedTuple
 import structlog
 
 from retentiond.engine.holders import PROC, HolderMap, LockOwner, build_holder_map, find_owner
+from retentiond.engine.processes import describe
 
 log = structlog.get_logger("retentiond.inuse")
+
+UNREADABLE_NAMED = 10  # processes named in the warning (all are counted)
 
 
 class PendingTotals(NamedTuple):
@@ -99,18 +102,30 @@ class InUse:
         self.view_complete = hm.complete
         if not hm.complete and not self._warned_incomplete:
             self._warned_incomplete = True
-            log.error(
-                "cannot see every process's open files: a file to delete that anyone has open "
-                "(the broker included) is treated as held by another process and deleted only "
-                "after the forcible interval. Run as root, or with CAP_SYS_PTRACE and /proc "
-                "without hidepid, to look into every process",
-                unreadable_pids=hm.unreadable[:20],
-                unreadable_count=len(hm.unreadable),
-                hidepid=hm.hidden,
-            )
+            self._warn_incomplete(hm)
         self._map = hm
         self._refresh(hm, list(store_dirs), now_ms)
         return hm
+
+    def _warn_incomplete(self, hm: HolderMap) -> None:
+        """Once per process, as a warning: a VM's or a container's init (pid 1) is unreadable
+        even to root, so this is the normal case there, not a fault. Names the processes so
+        the operator can judge them, and says what it means for deletions."""
+        named = describe(hm.unreadable[:UNREADABLE_NAMED], self.proc_root)
+        log.warning(
+            "cannot see every process's open files: "
+            + (f"{len(hm.unreadable)} process(es) cannot be looked into" if hm.unreadable else "")
+            + (" and " if hm.unreadable and hm.hidden else "")
+            + ("/proc hides other users' processes (hidepid)" if hm.hidden else "")
+            + ". Deletions go on: a file to delete that nobody has open is proven free by a "
+            "lease and deleted as usual; a file that any process has open (the broker "
+            "included) is treated as held by another process and deleted only after its "
+            "forcible interval. Run as root, or with CAP_SYS_PTRACE and /proc without "
+            "hidepid, to look into every process",
+            unreadable=[str(p) for p in named],
+            unreadable_count=len(hm.unreadable),
+            hidepid=hm.hidden,
+        )
 
     def _refresh(self, hm: HolderMap, store_dirs: list[str], now_ms: int) -> None:
         with self._lock:

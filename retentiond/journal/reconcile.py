@@ -48,6 +48,7 @@ def _boot_id(proc_root: str = _PROC) -> str:
 
 def _start_time(pid: int, proc_root: str = _PROC) -> str | None:
     """Field 22 of /proc/<pid>/stat (clock ticks after boot): pid + this = one process."""
+    # Hand-written: journals keep ticks; psutil gives epoch seconds, moved by clock steps
     try:
         with open(f"{proc_root}/{pid}/stat", encoding="ascii", errors="replace") as fh:
             text = fh.read()

@@ -44,8 +44,10 @@ from retentiond.engine.cleaner import Cleaner, RoundResult
 from retentiond.engine.execute import Outcome
 from retentiond.engine.figures import StoreStats
 from retentiond.engine.kind import RoundPlan, StoreKind
+from retentiond.engine.owner import OwnerReport
 from retentiond.kinds import kind_for
 from retentiond.observe.live import LiveCollector
+from retentiond.observe.owner_metrics import OwnerCollector
 from retentiond.reasons import DELETE_REASONS, FORCED_REASONS, Kind, Reason
 
 log = structlog.get_logger("retentiond.metrics")
@@ -150,6 +152,9 @@ class RetentionMetrics:
         self._initialise_series()
         self.live = LiveCollector(self)
         r.register(self.live)
+        # The owner broker's process: the watched cleaner's last report (read per round).
+        self.owner: Callable[[], OwnerReport | None] = lambda: None
+        r.register(OwnerCollector(self.base, lambda: self.owner()))
         ProcessCollector(registry=r)  # process_*: memory, CPU, open fds, start time
         PlatformCollector(registry=r)  # python_info
 
@@ -189,6 +194,7 @@ class RetentionMetrics:
 
         cleaner.on_outcome = on_outcome
         self.kind = cleaner.kind
+        self.owner = cleaner.owner_report
         self._phase.watch(cleaner)
 
     # ---- events (round thread) ----------------------------------------------------------

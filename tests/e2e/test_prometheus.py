@@ -37,6 +37,7 @@ import yaml
 from retentiond.journal.writer import read_records
 from retentiond.storegen.rocketmq import StoreSpec, generate_store, write_config
 from tests.conftest import need
+from tests.helpers.broker_proc import FakeBroker
 
 pytestmark = pytest.mark.slow
 
@@ -138,6 +139,7 @@ class Daemon:
     log: Path
     store_root: Path
     commitlog_paths: list[str]
+    broker: FakeBroker  # holds the store lock: the owner's retentiond_owner_* series exist
 
     def records(self, kind: str) -> list[dict[str, Any]]:
         if not self.journal.exists():
@@ -169,6 +171,7 @@ def start_daemon(tmp_path: Path) -> Iterator[Callable[[int], Daemon]]:
             except subprocess.TimeoutExpired:
                 d.proc.kill()
                 d.proc.wait()
+        d.broker.stop()
 
 
 def _start_daemon(tmp_path: Path, metrics_port: int) -> Daemon:
@@ -193,6 +196,7 @@ def _start_daemon(tmp_path: Path, metrics_port: int) -> Daemon:
             "metrics": {"listen": f"127.0.0.1:{metrics_port}"},
         },
     )
+    broker = FakeBroker(store.root / "lock")  # a stand-in broker owns the store
     log = tmp_path / "daemon.log"
     with open(log, "wb") as fh:
         proc = subprocess.Popen(
@@ -210,7 +214,7 @@ def _start_daemon(tmp_path: Path, metrics_port: int) -> Daemon:
             stderr=fh,
         )
     paths = [str(d) for d in store.commitlog_dirs]
-    return Daemon(proc, journal, log, store.root, paths)
+    return Daemon(proc, journal, log, store.root, paths, broker)
 
 
 @pytest.fixture

@@ -1,0 +1,258 @@
+"""The broker beside us: the process holding the store's lock, and how close it is to its limits.
+
+Every CommitLog, ConsumeQueue and index file a RocketMQ broker keeps is memory-mapped and
+open; a Kafka broker maps each index file. A broker that reaches ``vm.max_map_count`` fails
+with "Map failed", one that reaches its ``RLIMIT_NOFILE`` cannot open the next file, and
+retention is what keeps both in check. So each round (never more often: ``OwnerWatch`` is
+refreshed by the Cleaner's round, scrapes and ``status`` read the last report) we read:
+
+* with psutil: pid, executable name, command line (RocketMQ's ``BrokerStartup`` and Kafka's
+  ``kafka.Kafka`` are recognised; another lock holder is warned about once), user, start
+  time, resident memory, open descriptors and the soft ``RLIMIT_NOFILE``;
+* by hand: the number of memory maps, as lines of ``/proc/<pid>/maps`` (see ``count_maps``),
+  and ``/proc/sys/vm/max_map_count``.
+
+Everything is read through the engine's ``proc_root``. A figure we may not read (another
+user's broker without CAP_SYS_PTRACE: ``fd`` and ``maps`` are refused) is None and named in
+``unreadable``; the rest is still reported.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import psutil
+import structlog
+
+from retentiond.engine.holders import PROC, LockOwner
+from retentiond.engine.processes import procfs, same_pid_namespace, short_command
+
+log = structlog.get_logger("retentiond.owner")
+
+# The last dotted part of a RocketMQ broker's main class (5.x also ships a container that runs
+# brokers in one JVM); Kafka's main class in ZooKeeper and KRaft mode alike.
+ROCKETMQ_MAIN = frozenset({"BrokerStartup", "BrokerContainerStartup"})
+KAFKA_MAIN = "kafka.Kafka"
+_CHUNK = 1 << 20
+
+
+def recognise(cmdline: Sequence[str]) -> tuple[str, str | None]:
+    """``(type, main class)``: ``rocketmq``, ``kafka`` or ``other`` (no main class)."""
+    for arg in cmdline:
+        if arg == KAFKA_MAIN:
+            return "kafka", arg
+        if arg.rsplit(".", 1)[-1] in ROCKETMQ_MAIN:
+            return "rocketmq", arg
+    return "other", None
+
+
+def count_maps(pid: int, proc_root: str = PROC) -> int:
+    """Memory maps of ``pid``: the lines of ``/proc/<pid>/maps``, counted in 1 MiB reads.
+
+    Not ``psutil.Process.memory_maps()``: it reads ``smaps``, for which the kernel walks the
+    page tables of every mapping to sum its RSS, PSS and swap, and parses 20 lines per mapping
+    in Python. Measured by bench/bench_owner.py against one process with 100,000 mappings
+    (bench/README.md, 2 vCPU EPYC): lines of ``maps`` 0.11 s, ``memory_maps()`` 2.8-2.9 s.
+    Raises OSError (PermissionError without CAP_SYS_PTRACE over another user's process).
+    """
+    lines = 0
+    with open(f"{proc_root}/{pid}/maps", "rb", buffering=0) as fh:
+        while chunk := fh.read(_CHUNK):
+            lines += chunk.count(b"\n")
+    return lines
+
+
+def max_map_count(proc_root: str = PROC) -> int | None:
+    """``vm.max_map_count``: the most mappings one process may have (default 65530)."""
+    try:
+        with open(f"{proc_root}/sys/vm/max_map_count", encoding="ascii") as fh:
+            return int(fh.read().strip())
+    except (OSError, ValueError):
+        return None
+
+
+def _limits_file_nofile(pid: int, proc_root: str) -> int | None:
+    """Soft ``Max open files`` from ``/proc/<pid>/limits`` (world-readable; right in another
+    PID namespace, where ``prlimit(pid)`` would ask a different process)."""
+    with open(f"{proc_root}/{pid}/limits", encoding="ascii", errors="replace") as fh:
+        for line in fh:
+            if line.startswith("Max open files"):
+                soft = line[len("Max open files") :].split()[0]
+                return None if soft == "unlimited" else int(soft)
+    raise OSError(f"no 'Max open files' line in {proc_root}/{pid}/limits")
+
+
+@dataclass(frozen=True)
+class OwnerFigures:
+    """One reading of the owner process. None: that figure could not be read (see
+    ``unreadable``)."""
+
+    pid: int
+    name: str | None  # the executable's name (``comm``): java, python3, ...
+    exe: str | None
+    cmdline: tuple[str, ...]
+    type: str  # rocketmq, kafka, other; unknown if the command line could not be read
+    main_class: str | None
+    user: str | None
+    start_time_s: float | None
+    rss_bytes: int | None
+    open_fds: int | None
+    max_fds: int | None  # the soft RLIMIT_NOFILE; None: unlimited or unreadable
+    memory_maps: int | None
+    unreadable: tuple[str, ...] = ()  # "open_fds: AccessDenied", ...
+
+    @property
+    def command(self) -> str:
+        return short_command(self.cmdline, self.name)
+
+    def as_dict(self) -> dict[str, object]:
+        return {
+            "pid": self.pid,
+            "name": self.name,
+            "exe": self.exe,
+            "command": self.command,
+            "type": self.type,
+            "main_class": self.main_class,
+            "user": self.user,
+            "start_time_s": self.start_time_s,
+            "rss_bytes": self.rss_bytes,
+            "open_fds": self.open_fds,
+            "max_fds": self.max_fds,
+            "memory_maps": self.memory_maps,
+            "unreadable": list(self.unreadable),
+        }
+
+
+def _why(exc: BaseException) -> str:
+    if isinstance(exc, OSError) and exc.strerror:
+        return exc.strerror
+    return type(exc).__name__
+
+
+def read_owner(pid: int, proc_root: str = PROC) -> OwnerFigures | None:
+    """The figures of ``pid``; None if it is gone."""
+    unreadable: list[str] = []
+    values: dict[str, object] = {}
+    same_ns = same_pid_namespace(proc_root, pid)
+
+    def take(key: str, read) -> None:  # type: ignore[no-untyped-def]
+        try:
+            values[key] = read()
+        except psutil.NoSuchProcess:
+            raise
+        except (psutil.Error, OSError, ValueError, IndexError) as exc:
+            values[key] = None
+            unreadable.append(f"{key}: {_why(exc)}")
+
+    def fd_limit() -> int | None:
+        if same_ns:
+            try:
+                soft, _ = p.rlimit(psutil.RLIMIT_NOFILE)
+                return None if soft == psutil.RLIM_INFINITY else int(soft)
+            except psutil.AccessDenied:
+                pass  # prlimit on another user's process needs CAP_SYS_RESOURCE
+        return _limits_file_nofile(pid, proc_root)
+
+    try:
+        with procfs(proc_root):
+            p = psutil.Process(pid)
+            with p.oneshot():
+                take("name", p.name)
+                take("exe", lambda: p.exe() or None)
+                take("cmdline", lambda: tuple(p.cmdline()))
+                take("user", p.username)
+                take("start_time_s", p.create_time)
+                take("rss_bytes", lambda: p.memory_info().rss)
+                take("open_fds", p.num_fds)
+                take("max_fds", fd_limit)
+            take("memory_maps", lambda: count_maps(pid, proc_root))
+    except psutil.NoSuchProcess:  # ZombieProcess too: it holds no lock, maps or files
+        return None
+    except (psutil.Error, OSError):
+        return None
+    cmdline = values.get("cmdline")
+    if isinstance(cmdline, tuple):
+        kind, main = recognise(cmdline)
+    else:
+        cmdline, (kind, main) = (), ("unknown", None)
+    return OwnerFigures(
+        pid=pid,
+        name=values.get("name"),  # type: ignore[arg-type]
+        exe=values.get("exe"),  # type: ignore[arg-type]
+        cmdline=cmdline,
+        type=kind,
+        main_class=main,
+        user=values.get("user"),  # type: ignore[arg-type]
+        start_time_s=values.get("start_time_s"),  # type: ignore[arg-type]
+        rss_bytes=values.get("rss_bytes"),  # type: ignore[arg-type]
+        open_fds=values.get("open_fds"),  # type: ignore[arg-type]
+        max_fds=values.get("max_fds"),  # type: ignore[arg-type]
+        memory_maps=values.get("memory_maps"),  # type: ignore[arg-type]
+        unreadable=tuple(unreadable),
+    )
+
+
+@dataclass(frozen=True)
+class OwnerReport:
+    """What the last round saw of the owner; replaced whole, so readers need no lock."""
+
+    running: bool | None  # a process holds the store lock (None: cannot tell)
+    pids: frozenset[int] = frozenset()
+    process: OwnerFigures | None = None  # None: no owner, or not visible here
+    vm_max_map_count: int | None = None
+    read_at_s: float | None = None
+    read_s: float = 0.0  # what the reading cost
+
+    def as_dict(self) -> dict[str, object]:
+        return {
+            "process": self.process.as_dict() if self.process else None,
+            "vm_max_map_count": self.vm_max_map_count,
+            "read_at_s": self.read_at_s,
+            "read_ms": round(self.read_s * 1000, 3),
+        }
+
+
+class OwnerWatch:
+    """The owner's figures, read at most once per ``refresh`` (the Cleaner calls it once per
+    round), and the one-time warning about a lock holder that is no known broker."""
+
+    def __init__(self, proc_root: str = PROC) -> None:
+        self.proc_root = proc_root
+        self.report: OwnerReport | None = None  # None until the first refresh
+        self.reads = 0  # how many times the figures were read (tests: never per scrape)
+        self._warned: set[tuple[int, float | None]] = set()
+
+    def refresh(self, owner: LockOwner) -> OwnerReport:
+        started = time.monotonic()
+        figures = None
+        if owner.running and owner.pids:
+            # A POSIX lock belongs to one process; several pids would be a broker restarting.
+            try:
+                figures = read_owner(min(owner.pids), self.proc_root)
+            except Exception:  # describing the broker must never break a round
+                log.exception("cannot read the owner broker's figures")
+            self.reads += 1
+        report = OwnerReport(
+            running=owner.running,
+            pids=owner.pids,
+            process=figures,
+            vm_max_map_count=max_map_count(self.proc_root),
+            read_at_s=time.time(),
+            read_s=time.monotonic() - started,
+        )
+        self.report = report
+        if figures is not None and figures.type in ("other", "unknown"):
+            key = (figures.pid, figures.start_time_s)
+            if key not in self._warned:
+                self._warned.add(key)
+                log.warning(
+                    "the process holding the store lock is neither a RocketMQ broker "
+                    "(BrokerStartup) nor a Kafka broker (kafka.Kafka): its files are still "
+                    "treated as the owner's",
+                    pid=figures.pid,
+                    user=figures.user,
+                    command=" ".join(" ".join(figures.cmdline).split()),  # whole: said once
+                )
+        return report
