@@ -5,7 +5,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 DEMO := demo
 
-.PHONY: venv test lint run demo-store bench bench-spark clean
+.PHONY: venv system-deps test lint run demo-store bench bench-spark clean
 
 venv: $(VENV)/.installed
 
@@ -20,7 +20,10 @@ lint: venv
 	$(BIN)/ruff format --check retentiond tests bench
 	$(BIN)/lint-imports  # the layering contracts in pyproject.toml (docs/architecture.md)
 
-test: venv lint
+system-deps:  # apt packages the suite needs (installed as root, named otherwise)
+	bash .ci/system-deps
+
+test: venv system-deps lint
 	$(BIN)/pytest -q
 
 demo-store: venv

@@ -129,7 +129,16 @@ def read_records(spark: SparkSession, root: str, kind: str, since: str | None) -
 
 
 def _write(df: DataFrame, output: str, name: str) -> None:
-    df.write.mode("overwrite").partitionBy("dt").parquet(f"{output.rstrip('/')}/{name}")
+    """Write a table partitioned by day; a table that is still empty afterwards (no partition
+    at all, say ``forced_deletions`` for a healthy fleet) gets one Parquet file with its
+    schema and no rows, so that every reader sees an empty table instead of an error."""
+    path = f"{output.rstrip('/')}/{name}"
+    df.write.mode("overwrite").partitionBy("dt").parquet(path)
+    spark = df.sparkSession
+    try:
+        spark.read.parquet(path).schema  # noqa: B018 - raises when there is nothing to read
+    except AnalysisException:
+        spark.createDataFrame([], df.schema).coalesce(1).write.mode("overwrite").parquet(path)
 
 
 def _rows(df: DataFrame) -> list[dict[str, Any]]:

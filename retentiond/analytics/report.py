@@ -16,6 +16,7 @@ from typing import Any
 
 Row = Mapping[str, Any]
 TOP_CHARTED = 6
+TOP_BROKERS = 20  # the short table between the charts and the full one
 
 
 def _name(r: Row) -> str:
@@ -110,7 +111,27 @@ def _chart_retention(path: Path, fleet: Sequence[Row]) -> None:
 CHARTS = ("disk_ratio.png", "reclaim.png", "retention.png")
 
 
+def _fleet_table(fleet: Sequence[Row]) -> list[str]:
+    lines = [
+        "| # | broker | risk | score | disk now | trend/day | warning level on | "
+        "forced files | h above warning | median age at deletion (h) | fileReservedTime (h) |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for r in fleet:
+        lines.append(
+            f"| {r['rank']} | {_name(r)} | {r['risk_level']} | {r['risk_score']} | "
+            f"{_fmt(r.get('latest_ratio'))} | {_fmt(r.get('slope_per_day'), '+.4f')} | "
+            f"{r.get('projected_warning_date') or '–'} | {r.get('forced_files') or 0} | "
+            f"{(r.get('ms_over_warning_level') or 0) / 3.6e6:.1f} | "
+            f"{_fmt(r.get('retention_p50_hours'), '.1f')} | "
+            f"{r.get('file_reserved_time_hours') or '–'} |"
+        )
+    return lines
+
+
 def _markdown(summary: Row, fleet: Sequence[Row]) -> str:
+    """What a reader needs first comes first: the summary and the brokers at risk, then the
+    charts, then the top brokers; the full table (pages long for a large fleet) is last."""
     at_risk = [r for r in fleet if r["risk_level"] in ("high", "medium")]
     lines = [
         "# retentiond fleet report",
@@ -131,25 +152,13 @@ def _markdown(summary: Row, fleet: Sequence[Row]) -> str:
             f"(score {r['risk_score']}, disk now {_fmt(r.get('latest_ratio'))}):"
         )
         lines += [f"  - {why}" for why in r["risk_reasons"]]
-    lines += [
-        "",
-        "## Fleet, ranked by risk",
-        "",
-        "| # | broker | risk | score | disk now | trend/day | warning level on | "
-        "forced files | h above warning | median age at deletion (h) | fileReservedTime (h) |",
-        "|---|---|---|---|---|---|---|---|---|---|---|",
-    ]
-    for r in fleet:
-        lines.append(
-            f"| {r['rank']} | {_name(r)} | {r['risk_level']} | {r['risk_score']} | "
-            f"{_fmt(r.get('latest_ratio'))} | {_fmt(r.get('slope_per_day'), '+.4f')} | "
-            f"{r.get('projected_warning_date') or '–'} | {r.get('forced_files') or 0} | "
-            f"{(r.get('ms_over_warning_level') or 0) / 3.6e6:.1f} | "
-            f"{_fmt(r.get('retention_p50_hours'), '.1f')} | "
-            f"{r.get('file_reserved_time_hours') or '–'} |"
-        )
     lines += ["", "## Charts", ""]
     lines += [f"![{c}]({c})" for c in CHARTS]
+    top = fleet[:TOP_BROKERS]
+    lines += ["", f"## Top {len(top)} brokers by risk", ""]
+    lines += _fleet_table(top)
+    lines += ["", f"## All {len(fleet)} brokers, ranked by risk", ""]
+    lines += _fleet_table(fleet)
     return "\n".join(lines) + "\n"
 
 
@@ -159,7 +168,7 @@ def _html(markdown: str, directory: Path) -> str:
     out.append("</title><style>body{font-family:sans-serif;max-width:70em;margin:auto}")
     out.append("table{border-collapse:collapse}td,th{border:1px solid #ccc;padding:2px 6px}")
     out.append("</style></head><body>")
-    in_table = in_list = False
+    in_table = in_list = in_sub = False
     for line in markdown.splitlines():
         if line.startswith("|"):
             cells = [html.escape(c.strip()) for c in line.strip("|").split("|")]
@@ -177,12 +186,24 @@ def _html(markdown: str, directory: Path) -> str:
             in_table = False
         stripped = line.lstrip()
         if stripped.startswith("- "):
+            nested = line.startswith("  ")  # a broker's reasons, under its line
             if not in_list:
                 out.append("<ul>")
                 in_list = True
-            text = html.escape(stripped[2:]).replace("**", "")
+            if nested and not in_sub:
+                out.append("<ul>")
+                in_sub = True
+            elif not nested and in_sub:
+                out.append("</ul>")
+                in_sub = False
+            text = html.escape(stripped[2:])
+            while "**" in text:
+                text = text.replace("**", "<b>", 1).replace("**", "</b>", 1)
             out.append(f"<li>{text}</li>")
             continue
+        if in_sub:
+            out.append("</ul>")
+            in_sub = False
         if in_list:
             out.append("</ul>")
             in_list = False
@@ -200,6 +221,8 @@ def _html(markdown: str, directory: Path) -> str:
             out.append(f"<p>{text}</p>")
     if in_table:
         out.append("</table>")
+    if in_sub:
+        out.append("</ul>")
     if in_list:
         out.append("</ul>")
     out.append("</body></html>")

@@ -406,7 +406,7 @@ def test_fleet_summary_ranks_every_broker_by_risk(fleet, analysis) -> None:
 def test_report_names_the_brokers_at_risk_with_numbers(fleet, analysis) -> None:
     out, result = analysis
     text = (out / "report" / "report.md").read_text()
-    at_risk = text.split("## Brokers at risk", 1)[1].split("## Fleet", 1)[0]
+    at_risk = text.split("## Brokers at risk", 1)[1].split("## Charts", 1)[0]
     for r in table(analysis, "fleet_summary"):
         name = f"{r['cluster']}/{r['broker']}@{r['host']}"
         assert (name in at_risk) == (r["risk_level"] in ("high", "medium")), name
@@ -442,3 +442,48 @@ def test_an_empty_target_is_no_records_not_an_error(spark, tmp_path: Path) -> No
     result = analyze(spark, str(tmp_path / "target"), str(tmp_path / "out"))
     assert result.as_of is None
     assert not (tmp_path / "out").exists()
+
+
+def test_report_reads_in_order_and_renders_in_a_browser(fleet, analysis, tmp_path: Path) -> None:
+    """Summary and brokers at risk first, then the charts, then the top 20, then the full
+    table; opened in headless Chromium, every image decodes and the console stays clean."""
+    from tests.e2e.browser import chromium, open_page
+
+    out, _ = analysis
+    text = (out / "report" / "report.md").read_text()
+    order = [
+        "# retentiond fleet report",
+        "## Brokers at risk",
+        "## Charts",
+        "## Top 12 brokers by risk",
+        "## All 12 brokers, ranked by risk",
+    ]
+    assert [text.index(h) for h in order] == sorted(text.index(h) for h in order)
+    need(chromium() is not None, "chromium is missing (apt-get install chromium)")
+    shot = tmp_path / "report.png"
+    page = open_page((out / "report" / "report.html").resolve().as_uri(), shot)
+    assert page.errors == []
+    assert [i["alt"] for i in page.images] == ["disk_ratio.png", "reclaim.png", "retention.png"]
+    assert all(i["complete"] and i["naturalWidth"] > 0 for i in page.images), page.images
+    assert [h.split(" ")[0] for h in page.headings[:3]] == ["retentiond", "Brokers", "Charts"]
+    assert shot.read_bytes().startswith(b"\x89PNG") and shot.stat().st_size > 10_000
+
+
+def test_an_empty_table_is_a_readable_parquet_dataset(spark, tmp_path: Path) -> None:
+    """forced_deletions of a healthy fleet has no rows: Spark and DuckDB both read it as an
+    empty table with its columns, instead of failing on an empty directory."""
+    import duckdb
+
+    from retentiond.analytics import tables
+    from retentiond.analytics.job import _write, read_records
+
+    deletions = tables.real_deletions(read_records(spark, str(tmp_path / "in"), "deletion", None))
+    empty = tables.forced_deletions(deletions)
+    _write(empty, str(tmp_path / "out"), "forced_deletions")
+    path = tmp_path / "out" / "forced_deletions"
+    back = spark.read.parquet(str(path))
+    assert back.count() == 0
+    assert set(empty.columns) <= set(back.columns)
+    got = duckdb.sql(f"select * from read_parquet('{path}/**/*.parquet', union_by_name=true)")
+    assert got.fetchall() == []
+    assert set(empty.columns) <= set(got.columns)
