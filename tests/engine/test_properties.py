@@ -17,7 +17,7 @@ from retentiond.journal.writer import Journal, Origin, read_records
 from retentiond.kinds import kind_for
 from retentiond.kinds.rocketmq.triggers import hour_of_day
 from retentiond.storegen.rocketmq import StoreSpec, generate_store, write_config
-from tests.integration.test_store_safety import tree
+from tests.engine.test_store_safety import tree
 
 HOUR_MS = 3_600_000
 

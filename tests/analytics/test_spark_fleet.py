@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 
 from tests.conftest import need
-from tests.e2e import fleet_sim
+from tests.analytics import fleet_sim
 
 pytestmark = pytest.mark.slow
 

@@ -32,7 +32,7 @@ from retentiond.kinds.rocketmq.holds import HoldRules
 from retentiond.reasons import Kind, Reason
 from retentiond.storegen.rocketmq import StoreSpec, generate_store, write_config
 from tests.conftest import Tmpfs, need
-from tests.integration.safety_procs import Holder, ProcView
+from tests.helpers.safety_procs import Holder, ProcView
 
 ALL_HOURS = ";".join(f"{h:02d}" for h in range(24))
 MiB = 1 << 20

@@ -27,7 +27,7 @@ import yaml
 
 from retentiond.journal.writer import read_records
 from tests.conftest import Tmpfs
-from tests.integration.safety_procs import ProcView
+from tests.helpers.safety_procs import ProcView
 
 pytestmark = pytest.mark.slow
 
@@ -46,7 +46,7 @@ def test_writer_and_daemon_side_by_side(tmp_path: Path, tmpfs: Tmpfs) -> None:
     root = tmpfs.path / "store"
     root.mkdir()
     writer = subprocess.Popen(
-        [sys.executable, "-m", "tests.integration.stress_writer", str(root),
+        [sys.executable, "-m", "tests.helpers.stress_writer", str(root),
          "--seconds", str(SECONDS), "--file-size", str(FILE_SIZE),
          "--cq-file-size", str(CQ_FILE_SIZE)],
         cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
