@@ -29,6 +29,7 @@ from tests.helpers.stores import (
     expired_spec,
     make_store,
     records,
+    rocketmq_ratio,
 )
 
 # Re-exported: the suites import these from here.
@@ -47,6 +48,7 @@ __all__ = [
     "make_store",
     "need",
     "records",
+    "rocketmq_ratio",
     "run_cli",
     "spawn_run",
     "wait_until",

@@ -8,6 +8,8 @@ section is merged one level deep, so a test can add ``initialDelay`` and keep th
 
 from __future__ import annotations
 
+import math
+import os
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -134,3 +136,13 @@ def by_type(journal: Path) -> dict[str, list[dict[str, Any]]]:
     for r in read_records(journal):
         out.setdefault(r["type"], []).append(r)
     return out
+
+
+def rocketmq_ratio(path: str | Path) -> float:
+    """UtilAll.getDiskPartitionSpaceUsedPercent, written out independently of the engine's
+    disk module: what the disk ratios must equal."""
+    st = os.statvfs(path)
+    total = st.f_blocks * st.f_frsize
+    used = total - st.f_bfree * st.f_frsize
+    avail = st.f_bavail * st.f_frsize
+    return math.ceil(100 * used / (used + avail)) / 100
