@@ -115,7 +115,7 @@ def short_dir() -> Iterator[Path]:
 @pytest.fixture
 def store(tmp_path: Path) -> Callable[..., Store]:
     """``store(spec=EXPIRED, *, tmp=tmp_path, **keys)``: a generated store, its config written
-    with ``CLEAN_NOW`` overridden by ``keys``, its settings loaded, its journal in
+    with ``CLEAN_NOW`` overridden by ``keys``, its settings (loaded when used), its journal in
     ``tmp/journal`` (see ``tests.helpers.stores.make_store`` for the other keywords)."""
 
     def make(spec: StoreSpec = EXPIRED, *, tmp: Path | None = None, **keys: Any) -> Store:

@@ -19,8 +19,8 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import need
 from tests.analytics import fleet_sim
+from tests.conftest import need
 
 pytestmark = pytest.mark.slow
 

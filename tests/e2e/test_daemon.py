@@ -24,7 +24,7 @@ from typing import Any
 import pytest
 import yaml
 
-from retentiond.storegen.rocketmq import PRESETS, generate_store, write_config
+from retentiond.storegen.rocketmq import PRESETS, write_config
 from tests.conftest import ALL_HOURS, Daemon, make_store, run_cli
 from tests.helpers.stores import config_keys
 
@@ -301,8 +301,7 @@ def _deleting_rounds(d: Running) -> list[dict[str, Any]]:
 
 
 def test_config_file_refused_at_start_exits_with_config_code(tmp_path: Path) -> None:
-    store = generate_store(tmp_path / "store", SPEC)
-    config = write_config(store.root, SPEC, tmp_path / "broker.yaml", fileReservedTime="soon")
+    config = make_store(tmp_path, SPEC, defaults={}, fileReservedTime="soon").config
     result = run_cli("run", "--config", str(config), timeout=30)
     assert result.code == 3
     assert "fileReservedTime" in result.err
@@ -310,13 +309,8 @@ def test_config_file_refused_at_start_exits_with_config_code(tmp_path: Path) -> 
 
 
 def test_status_without_a_daemon_says_so(tmp_path: Path, short_dir: Path) -> None:
-    store = generate_store(tmp_path / "store", SPEC)
-    config = write_config(
-        store.root,
-        SPEC,
-        tmp_path / "broker.yaml",
-        retentiond={"controlSocket": str(short_dir / "control.sock")},
-    )
+    control = {"controlSocket": str(short_dir / "control.sock")}
+    config = make_store(tmp_path, SPEC, defaults={}, retentiond=control).config
     result = run_cli("status", "--config", str(config), timeout=30)
     assert result.code == 7
     assert "is retentiond running" in result.err

@@ -12,6 +12,7 @@ import math
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
@@ -74,13 +75,17 @@ def config_keys(
 
 @dataclass
 class Store:
-    """A generated store, its config file and loaded settings, and its journal directory."""
+    """A generated store, its config file, its journal directory, and its settings (loaded
+    when first asked for, so a test can write a config the loader refuses)."""
 
     generated: GeneratedStore
     spec: StoreSpec
     config: Path
-    settings: Settings
     journal: Path
+
+    @cached_property
+    def settings(self) -> Settings:
+        return load_settings(self.config)
 
     @property
     def root(self) -> Path:
@@ -112,7 +117,7 @@ def make_store(
 ) -> Store:
     """Generate ``spec`` at ``store_dir`` (default ``tmp/store``), write its config at
     ``config`` (default ``tmp/broker.yaml``) from ``defaults`` and ``keys``, with its journal
-    at ``journal`` (default ``tmp/journal``), and load the settings."""
+    at ``journal`` (default ``tmp/journal``), the settings loaded when first used."""
     generated = generate_store(store_dir or tmp / "store", spec)
     journal = journal or tmp / "journal"
     path = write_config(
@@ -121,7 +126,7 @@ def make_store(
         config or tmp / "broker.yaml",
         **config_keys(defaults, keys, journal),
     )
-    return Store(generated, spec, path, load_settings(path), journal)
+    return Store(generated, spec, path, journal)
 
 
 def records(journal: Path, *types: str) -> list[dict[str, Any]]:
