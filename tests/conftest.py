@@ -3,6 +3,7 @@ daemons as subprocesses. The helpers behind them are in ``tests/helpers/``."""
 
 from __future__ import annotations
 
+import errno
 import os
 import shutil
 import subprocess
@@ -87,6 +88,19 @@ class Tmpfs:
                 n = min(missing, len(chunk))
                 fh.write(chunk[:n])
                 missing -= n
+        return filler
+
+    def fill_up(self, chunk: int = 4096) -> Path:
+        """Fill the filesystem to its last byte with a file ``filler``; returns its path."""
+        filler = self.path / "filler"
+        fd = os.open(filler, os.O_WRONLY | os.O_CREAT)
+        try:
+            while os.write(fd, b"\0" * chunk):
+                pass
+        except OSError as exc:
+            assert exc.errno == errno.ENOSPC
+        finally:
+            os.close(fd)
         return filler
 
 

@@ -9,7 +9,6 @@ fault is gone.
 
 from __future__ import annotations
 
-import errno
 import os
 import shutil
 import subprocess
@@ -201,15 +200,7 @@ def test_journal_on_a_full_filesystem(start: Callable[..., Daemon], tmp_path, tm
     d = start(tmp_path / "store", journal=journal, deleteFileBatchMax=2,
               retentiond={"initialDelay": 1500})  # fmt: skip
     d.wait("the journal to exist", lambda: list(journal.glob("journal-*.jsonl")))
-    filler = tmpfs.path / "filler"
-    fd = os.open(filler, os.O_WRONLY | os.O_CREAT)
-    try:
-        while os.write(fd, b"\0" * 65536):
-            pass
-    except OSError as exc:
-        assert exc.errno == errno.ENOSPC
-    finally:
-        os.close(fd)
+    filler = tmpfs.fill_up(65536)
     written = len(d.records())
     d.wait("deletions without a writable journal", lambda: len(d.gone()) >= 4)
     faults = d.faults()

@@ -213,15 +213,7 @@ def test_journal_on_a_full_tmpfs_still_frees_space(tmp_path: Path, tmpfs: Tmpfs)
     journal = Journal(journal_dir, ORIGIN)
     cleaner = Cleaner(kind_for(settings), journal=journal)
     cleaner.reconcile()
-    filler = tmpfs.path / "filler"
-    fd = os.open(filler, os.O_WRONLY | os.O_CREAT)
-    try:  # fill to the last byte
-        while os.write(fd, b"\0" * 4096):
-            pass
-    except OSError as exc:
-        assert exc.errno == errno.ENOSPC
-    finally:
-        os.close(fd)
+    filler = tmpfs.fill_up()  # fill to the last byte
     r1 = cleaner.run_round()
     deleted = [o for o in r1.deleted if o.decision.kind is Kind.COMMITLOG]
     assert len(deleted) == 3, "the cleaner deletes although its journal cannot be written"
@@ -283,14 +275,7 @@ def test_store_and_journal_on_one_full_disk(tmp_path: Path, tmpfs: Tmpfs) -> Non
     young_store, settings = young.generated, young.settings
     cleaner = Cleaner(kind_for(settings), journal=Journal(journal_dir, ORIGIN))
     cleaner.reconcile()
-    fd = os.open(tmpfs.path / "filler", os.O_WRONLY | os.O_CREAT)
-    try:
-        while os.write(fd, b"\0" * 4096):
-            pass
-    except OSError as exc:
-        assert exc.errno == errno.ENOSPC
-    finally:
-        os.close(fd)
+    tmpfs.fill_up()
     r = cleaner.run_round()
     forced = [o for o in r.deleted if o.decision.kind is Kind.COMMITLOG]
     assert len(forced) == 4 and all(o.decision.reason == "forced_over_clean_forcibly_ratio"
