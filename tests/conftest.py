@@ -1,16 +1,59 @@
-"""Fixtures shared by the suites: real stores on real filesystems, a real small tmpfs."""
+"""Fixtures shared by the suites: real stores on real filesystems, a real small tmpfs, journals,
+daemons as subprocesses. The helpers behind them are in ``tests/helpers/``."""
 
 from __future__ import annotations
 
+import errno
 import os
+import shutil
 import subprocess
-import sys
+import tempfile
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
+
+from retentiond.journal.writer import Journal, Origin
+from retentiond.storegen.rocketmq import StoreSpec
+from tests.helpers.cli import CliResult, run_cli
+from tests.helpers.daemons import Daemon, free_port, spawn_run, wait_until
+from tests.helpers.stores import (
+    ALL_HOURS,
+    CLEAN_NOW,
+    EXPIRED,
+    ORIGIN,
+    Store,
+    by_type,
+    expired_spec,
+    make_store,
+    records,
+    rocketmq_ratio,
+)
+
+# Re-exported: the suites import these from here.
+__all__ = [
+    "ALL_HOURS",
+    "CLEAN_NOW",
+    "EXPIRED",
+    "ORIGIN",
+    "CliResult",
+    "Daemon",
+    "Store",
+    "Tmpfs",
+    "by_type",
+    "expired_spec",
+    "free_port",
+    "make_store",
+    "need",
+    "records",
+    "rocketmq_ratio",
+    "run_cli",
+    "spawn_run",
+    "wait_until",
+]
 
 IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
 
@@ -47,6 +90,19 @@ class Tmpfs:
                 missing -= n
         return filler
 
+    def fill_up(self, chunk: int = 4096) -> Path:
+        """Fill the filesystem to its last byte with a file ``filler``; returns its path."""
+        filler = self.path / "filler"
+        fd = os.open(filler, os.O_WRONLY | os.O_CREAT)
+        try:
+            while os.write(fd, b"\0" * chunk):
+                pass
+        except OSError as exc:
+            assert exc.errno == errno.ENOSPC
+        finally:
+            os.close(fd)
+        return filler
+
 
 @pytest.fixture
 def tmpfs(tmp_path: Path) -> Iterator[Tmpfs]:
@@ -61,19 +117,63 @@ def tmpfs(tmp_path: Path) -> Iterator[Tmpfs]:
         subprocess.run(["umount", "-l", str(mnt)], check=False)
 
 
-@dataclass
-class CliResult:
-    code: int
-    out: str
-    err: str
+@pytest.fixture
+def short_dir() -> Iterator[Path]:
+    """A directory for Unix sockets: their paths are limited to 107 bytes, and pytest's
+    tmp_path can be longer."""
+    path = Path(tempfile.mkdtemp(prefix="rd-test-", dir="/tmp"))
+    yield path
+    shutil.rmtree(path, ignore_errors=True)
 
 
-def run_cli(*args: str, timeout: float = 120) -> CliResult:
-    """Run ``python -m retentiond`` as an operator would, as a separate process."""
-    proc = subprocess.run(
-        [sys.executable, "-m", "retentiond", "--log-format", "json", *args],
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-    )
-    return CliResult(proc.returncode, proc.stdout, proc.stderr)
+@pytest.fixture
+def store(tmp_path: Path) -> Callable[..., Store]:
+    """``store(spec=EXPIRED, *, tmp=tmp_path, **keys)``: a generated store, its config written
+    with ``CLEAN_NOW`` overridden by ``keys``, its settings (loaded when used), its journal in
+    ``tmp/journal`` (see ``tests.helpers.stores.make_store`` for the other keywords)."""
+
+    def make(spec: StoreSpec = EXPIRED, *, tmp: Path | None = None, **keys: Any) -> Store:
+        return make_store(tmp or tmp_path, spec, **keys)
+
+    return make
+
+
+@pytest.fixture
+def open_journal() -> Iterator[Callable[..., Journal]]:
+    """``open_journal(directory, origin=ORIGIN, **kwargs)``: a Journal, closed after the test."""
+    opened: list[Journal] = []
+
+    def open_(directory: Path, origin: Origin = ORIGIN, **kwargs: Any) -> Journal:
+        journal = Journal(directory, origin, **kwargs)
+        opened.append(journal)
+        return journal
+
+    yield open_
+    for journal in opened:
+        journal.close()
+
+
+@pytest.fixture
+def spawn_daemon(tmp_path: Path) -> Iterator[Callable[..., Daemon]]:
+    """``spawn_daemon(store, *, log=None, env=None, cls=Daemon)``: `retentiond run` on a
+    ``Store``'s config, logging to ``log`` (default ``tmp_path/daemon<n>.log``); killed after
+    the test if it still runs."""
+    started: list[Daemon] = []
+
+    def spawn(
+        store: Store,
+        *,
+        log: Path | None = None,
+        env: dict[str, str] | None = None,
+        cls: type[Daemon] = Daemon,
+        **extra: Any,
+    ) -> Daemon:
+        log = log or tmp_path / f"daemon{len(started)}.log"
+        proc = spawn_run(store.config, log, env)
+        daemon = cls(proc, store.config, store.generated, store.journal, log, **extra)
+        started.append(daemon)
+        return daemon
+
+    yield spawn
+    for daemon in started:
+        daemon.kill()

@@ -10,14 +10,9 @@ bounds, except the 2 s exit that the issue demands.
 from __future__ import annotations
 
 import itertools
-import json
 import os
-import shutil
 import signal
 import socket
-import subprocess
-import sys
-import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -29,15 +24,13 @@ from typing import Any
 import pytest
 import yaml
 
-from retentiond.journal.writer import read_records
-from retentiond.storegen.rocketmq import PRESETS, GeneratedStore, generate_store, write_config
-from tests.conftest import run_cli
+from retentiond.storegen.rocketmq import PRESETS, write_config
+from tests.conftest import ALL_HOURS, Daemon, make_store, run_cli
+from tests.helpers.stores import config_keys
 
 pytestmark = pytest.mark.slow
 
 HOUR_MS = 3_600_000
-RETENTIOND = (sys.executable, "-m", "retentiond", "--log-format", "json")
-ALL_HOURS = ";".join(f"{h:02d}" for h in range(24))
 # 40 CommitLog files of 64 KiB (63 messages each) whose ages spread evenly over 130 h: about
 # seventeen are older than 72 h, about thirty-two older than 24 h.
 SPEC = PRESETS["daemon-test"]
@@ -88,32 +81,12 @@ class NotifySocket:
 
 
 @dataclass
-class Running:
-    proc: subprocess.Popen[bytes]
-    config: Path
-    store: GeneratedStore
-    journal: Path
-    notify: NotifySocket
-    log: Path
+class Running(Daemon):
+    notify: NotifySocket | None = None
     overrides: dict[str, Any] = field(default_factory=dict)
-
-    def records(self, kind: str) -> list[dict[str, Any]]:
-        if not self.journal.exists():  # the daemon has not opened it yet
-            return []
-        return [r for r in read_records(self.journal) if r.get("type") == kind]
 
     def commitlog_deletions(self) -> list[dict[str, Any]]:
         return [r for r in self.records("deletion") if r["kind"] == "commitlog"]
-
-    def wait_until(self, what: str, check: Callable[[], Any], timeout: float = 30.0) -> Any:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            value = check()
-            if value:
-                return value
-            assert self.proc.poll() is None, f"daemon exited early:\n{self.log.read_text()}"
-            time.sleep(0.1)
-        raise AssertionError(f"timed out waiting for {what}\n{self.log.read_text()[-4000:]}")
 
     def edit(self, **changes: Any) -> None:
         """Rewrite the config as an operator's editor would (new file, atomic rename), so
@@ -128,69 +101,38 @@ class Running:
         tmp.write_text(text)
         os.replace(tmp, self.config)
 
-    def cli(self, *args: str) -> Any:
-        return run_cli(*args, "--config", str(self.config), timeout=30)
-
-    def status(self) -> dict[str, Any]:
-        result = self.cli("status", "--json")
-        assert result.code == 0, result.err
-        return json.loads(result.out)
-
-    def terminate(self) -> tuple[int, float]:
-        started = time.monotonic()
-        self.proc.send_signal(signal.SIGTERM)
-        code = self.proc.wait(timeout=10)
-        return code, time.monotonic() - started
-
 
 @pytest.fixture
-def short_dir() -> Iterator[Path]:
-    """Unix socket paths are limited to 107 bytes; pytest's tmp_path can be longer."""
-    path = Path(tempfile.mkdtemp(prefix="rd-e2e-", dir="/tmp"))
-    yield path
-    shutil.rmtree(path, ignore_errors=True)
-
-
-@pytest.fixture
-def start_daemon(tmp_path: Path, short_dir: Path) -> Iterator[Callable[..., Running]]:
+def start_daemon(
+    tmp_path: Path, short_dir: Path, spawn_daemon: Callable[..., Daemon]
+) -> Iterator[Callable[..., Running]]:
     started: list[Running] = []
 
     def start(**overrides: Any) -> Running:
-        store = generate_store(tmp_path / "store", SPEC)
-        journal = tmp_path / "journal"
-        daemon_keys = {
-            "initialDelay": 300,
-            "controlSocket": str(short_dir / "control.sock"),
-            "journal": {"dir": str(journal)},
-            **overrides.pop("retentiond", {}),
-        }
-        overrides = {
+        defaults = {
             "cleanResourceInterval": 1000,
             "deleteCommitLogFilesInterval": 0,
             "deleteConsumeQueueFilesInterval": 0,
-            "retentiond": daemon_keys,
-            **overrides,
+            "retentiond": {"initialDelay": 300, "controlSocket": str(short_dir / "control.sock")},
         }
-        config = write_config(store.root, SPEC, tmp_path / "broker.yaml", **overrides)
+        journal = tmp_path / "journal"
+        made = make_store(tmp_path, SPEC, journal=journal, defaults=defaults, **overrides)
         notify = NotifySocket(short_dir / "notify.sock")
-        log = tmp_path / "daemon.log"
         env = {**os.environ, "NOTIFY_SOCKET": str(notify.path)}
-        with open(log, "wb") as log_fh:
-            proc = subprocess.Popen(
-                [*RETENTIOND, "run", "--config", str(config)],
-                stdout=log_fh,
-                stderr=log_fh,
-                env=env,
-            )
-        running = Running(proc, config, store, journal, notify, log, overrides)
+        running = spawn_daemon(
+            made,
+            log=tmp_path / "daemon.log",
+            env=env,
+            cls=Running,
+            notify=notify,
+            overrides=config_keys(defaults, overrides, journal),
+        )
         started.append(running)
         return running
 
     yield start
     for running in started:
-        if running.proc.poll() is None:
-            running.proc.kill()
-            running.proc.wait()
+        running.kill()
         running.notify.close()
 
 
@@ -359,8 +301,7 @@ def _deleting_rounds(d: Running) -> list[dict[str, Any]]:
 
 
 def test_config_file_refused_at_start_exits_with_config_code(tmp_path: Path) -> None:
-    store = generate_store(tmp_path / "store", SPEC)
-    config = write_config(store.root, SPEC, tmp_path / "broker.yaml", fileReservedTime="soon")
+    config = make_store(tmp_path, SPEC, defaults={}, fileReservedTime="soon").config
     result = run_cli("run", "--config", str(config), timeout=30)
     assert result.code == 3
     assert "fileReservedTime" in result.err
@@ -368,13 +309,8 @@ def test_config_file_refused_at_start_exits_with_config_code(tmp_path: Path) -> 
 
 
 def test_status_without_a_daemon_says_so(tmp_path: Path, short_dir: Path) -> None:
-    store = generate_store(tmp_path / "store", SPEC)
-    config = write_config(
-        store.root,
-        SPEC,
-        tmp_path / "broker.yaml",
-        retentiond={"controlSocket": str(short_dir / "control.sock")},
-    )
+    control = {"controlSocket": str(short_dir / "control.sock")}
+    config = make_store(tmp_path, SPEC, defaults={}, retentiond=control).config
     result = run_cli("status", "--config", str(config), timeout=30)
     assert result.code == 7
     assert "is retentiond running" in result.err

@@ -20,11 +20,8 @@ from __future__ import annotations
 
 import os
 import random
-import shutil
 import signal
 import subprocess
-import sys
-import tempfile
 import time
 from collections import Counter
 from pathlib import Path
@@ -32,14 +29,15 @@ from pathlib import Path
 import pytest
 
 from retentiond.journal.writer import ReadStats, list_segments, read_records
-from retentiond.storegen.rocketmq import GeneratedStore, StoreSpec, generate_store, write_config
+from retentiond.storegen.rocketmq import GeneratedStore, StoreSpec
+from tests.conftest import make_store
+from tests.helpers.daemons import RETENTIOND
 
 pytestmark = pytest.mark.slow
 
 KILLS = int(os.environ.get("RETENTIOND_KILLS", "55"))
 HOUR_MS = 3_600_000
 RESERVED_HOURS = 10
-RETENTIOND = (sys.executable, "-m", "retentiond", "--log-format", "json")
 # 600 CommitLog files of 4 KiB (three 1 KiB messages each) aged 200 h .. 0 h: about 570 are
 # older than fileReservedTime=10 h, enough for every kill to land inside a deletion batch.
 SPEC = StoreSpec(
@@ -156,19 +154,15 @@ def _intents(journal: Path, after: int) -> bool:
     return False
 
 
-def test_sigkill_during_deletion_batches(tmp_path: Path) -> None:
+def test_sigkill_during_deletion_batches(tmp_path: Path, short_dir: Path) -> None:
     rng = random.Random(int(os.environ.get("RETENTIOND_KILL_SEED", time.time_ns() % 10**6)))
-    gen = Store(generate_store(tmp_path / "store", SPEC))
-    journal = tmp_path / "journal"
-    sock_dir = Path(tempfile.mkdtemp(prefix="rd-kill-", dir="/tmp"))
-    config = write_config(
-        gen.store.root, SPEC, tmp_path / "broker.yaml",
-        deleteWhen=";".join(f"{h:02d}" for h in range(24)), fileReservedTime=RESERVED_HOURS,
+    made = make_store(
+        tmp_path, SPEC, fileReservedTime=RESERVED_HOURS,
         deleteFileBatchMax=8, deleteCommitLogFilesInterval=30,
         deleteConsumeQueueFilesInterval=10, cleanResourceInterval=150,
-        retentiond={"journal": {"dir": str(journal)}, "initialDelay": 0,
-                    "controlSocket": str(sock_dir / "control.sock")},
+        retentiond={"initialDelay": 0, "controlSocket": str(short_dir / "control.sock")},
     )  # fmt: skip
+    gen, journal, config = Store(made.generated), made.journal, made.config
     log = open(tmp_path / "runs.log", "ab")  # noqa: SIM115 - kept across iterations
     kills = during_batch = restarts_checked = 0
     before = 0  # records in the journal when the current process started
@@ -216,5 +210,4 @@ def test_sigkill_during_deletion_batches(tmp_path: Path) -> None:
         assert len(gen.missing()) > KILLS, "the runs deleted files between the kills"
     finally:
         log.close()
-        shutil.rmtree(sock_dir, ignore_errors=True)
     assert time.monotonic() - started < 240

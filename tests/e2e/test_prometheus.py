@@ -14,14 +14,11 @@ them).
 from __future__ import annotations
 
 import json
-import math
 import os
 import re
 import shutil
 import signal
-import socket
 import subprocess
-import sys
 import time
 import urllib.parse
 import urllib.request
@@ -34,9 +31,8 @@ from typing import Any
 import pytest
 import yaml
 
-from retentiond.journal.writer import read_records
-from retentiond.storegen.rocketmq import StoreSpec, generate_store, write_config
-from tests.conftest import need
+from retentiond.storegen.rocketmq import StoreSpec
+from tests.conftest import Daemon, free_port, make_store, need, rocketmq_ratio, wait_until
 from tests.helpers.broker_proc import FakeBroker
 
 pytestmark = pytest.mark.slow
@@ -46,7 +42,6 @@ ALERTS = REPO / "config" / "prometheus" / "alerts.yml"
 ALERTS_TEST = REPO / "config" / "prometheus" / "alerts_test.yml"
 EXAMPLE_CONFIG = REPO / "config" / "prometheus" / "prometheus.yml"
 DASHBOARD = REPO / "config" / "grafana" / "retentiond.json"
-ALL_HOURS = ";".join(f"{h:02d}" for h in range(24))
 CLUSTER, BROKER = "e2e-cluster", "e2e-broker"
 # 30 CommitLog files of 64 KiB over 130 h: about 13 expired at 72 h, gone in two rounds.
 SPEC = StoreSpec(
@@ -70,32 +65,6 @@ GRAFANA_VARIABLES = {
     "$cluster": ".*",
     "$broker": ".*",
 }
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def rocketmq_ratio(path: str) -> float:
-    """UtilAll.getDiskPartitionSpaceUsedPercent, written out independently of store/disk.py."""
-    st = os.statvfs(path)
-    total = st.f_blocks * st.f_frsize
-    used = total - st.f_bfree * st.f_frsize
-    avail = st.f_bavail * st.f_frsize
-    return math.ceil(100 * used / (used + avail)) / 100
-
-
-def wait_until(what: str, check: Callable[[], Any], timeout: float, log: Path | None = None) -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = check()
-        if value:
-            return value
-        time.sleep(0.1)
-    tail = log.read_text()[-3000:] if log is not None and log.exists() else ""
-    raise AssertionError(f"timed out waiting for {what}\n{tail}")
 
 
 @dataclass
@@ -132,89 +101,43 @@ class Prometheus:
             return False
 
 
-@dataclass
-class Daemon:
-    proc: subprocess.Popen[bytes]
-    journal: Path
-    log: Path
-    store_root: Path
-    commitlog_paths: list[str]
-    broker: FakeBroker  # holds the store lock: the owner's retentiond_owner_* series exist
+class PromDaemon(Daemon):
+    @property
+    def store_root(self) -> Path:
+        return self.store.root
 
-    def records(self, kind: str) -> list[dict[str, Any]]:
-        if not self.journal.exists():
-            return []
-        return [r for r in read_records(self.journal) if r.get("type") == kind]
-
-    def metrics_url(self) -> str | None:
-        for line in self.log.read_text().splitlines():
-            if '"metrics listening"' in line:
-                return json.loads(line)["url"]
-        return None
+    @property
+    def commitlog_paths(self) -> list[str]:
+        return [str(d) for d in self.store.commitlog_dirs]
 
 
 @pytest.fixture
-def start_daemon(tmp_path: Path) -> Iterator[Callable[[int], Daemon]]:
-    started: list[Daemon] = []
+def start_daemon(
+    tmp_path: Path, spawn_daemon: Callable[..., Daemon]
+) -> Iterator[Callable[[int], Daemon]]:
+    brokers: list[FakeBroker] = []
 
     def start(metrics_port: int) -> Daemon:
-        d = _start_daemon(tmp_path, metrics_port)
-        started.append(d)
-        return d
+        made = make_store(
+            tmp_path,
+            SPEC,
+            brokerName=BROKER,
+            brokerClusterName=CLUSTER,
+            deleteFileBatchMax=8,
+            cleanResourceInterval=1000,
+            retentiond={
+                "initialDelay": 1500,  # Prometheus scrapes the counters at 0 before they move
+                "controlSocket": str(tmp_path / "c.sock")[:100],
+                "metrics": {"listen": f"127.0.0.1:{metrics_port}"},
+            },
+        )
+        # A stand-in broker owns the store, so the owner's retentiond_owner_* series exist.
+        brokers.append(FakeBroker(made.root / "lock"))
+        return spawn_daemon(made, log=tmp_path / "daemon.log", cls=PromDaemon)
 
     yield start
-    for d in started:
-        if d.proc.poll() is None:
-            d.proc.send_signal(signal.SIGTERM)
-            try:
-                d.proc.wait(5)
-            except subprocess.TimeoutExpired:
-                d.proc.kill()
-                d.proc.wait()
-        d.broker.stop()
-
-
-def _start_daemon(tmp_path: Path, metrics_port: int) -> Daemon:
-    store = generate_store(tmp_path / "store", SPEC)
-    journal = tmp_path / "journal"
-    config = write_config(
-        store.root,
-        SPEC,
-        tmp_path / "broker.yaml",
-        brokerName=BROKER,
-        brokerClusterName=CLUSTER,
-        deleteWhen=ALL_HOURS,
-        fileReservedTime=72,
-        deleteFileBatchMax=8,
-        cleanResourceInterval=1000,
-        deleteCommitLogFilesInterval=0,
-        deleteConsumeQueueFilesInterval=0,
-        retentiond={
-            "initialDelay": 1500,  # Prometheus scrapes the counters at 0 before they move
-            "controlSocket": str(tmp_path / "c.sock")[:100],
-            "journal": {"dir": str(journal)},
-            "metrics": {"listen": f"127.0.0.1:{metrics_port}"},
-        },
-    )
-    broker = FakeBroker(store.root / "lock")  # a stand-in broker owns the store
-    log = tmp_path / "daemon.log"
-    with open(log, "wb") as fh:
-        proc = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "retentiond",
-                "--log-format",
-                "json",
-                "run",
-                "--config",
-                str(config),
-            ],
-            stdout=fh,
-            stderr=fh,
-        )
-    paths = [str(d) for d in store.commitlog_dirs]
-    return Daemon(proc, journal, log, store.root, paths, broker)
+    for broker in brokers:
+        broker.stop()
 
 
 @pytest.fixture

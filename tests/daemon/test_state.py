@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
-from retentiond.config.loader import load_settings
 from retentiond.config.settings import Settings
 from retentiond.daemon.service import Daemon
 from retentiond.daemon.state import DaemonState
@@ -15,21 +15,18 @@ from retentiond.daemon.statustext import render, summary_line
 from retentiond.engine.decision import Decision
 from retentiond.engine.execute import Outcome
 from retentiond.reasons import Kind, Reason, Verdict
-from retentiond.storegen.rocketmq import PRESETS, generate_store, write_config
+from retentiond.storegen.rocketmq import PRESETS
+from tests.conftest import Store
 
 
 @pytest.fixture
-def settings(tmp_path: Path) -> Settings:
-    spec = PRESETS["upstream-test"]
-    store = generate_store(tmp_path / "store", spec)
-    config = write_config(
-        store.root,
-        spec,
-        tmp_path / "broker.yaml",
+def settings(store: Callable[..., Store], tmp_path: Path) -> Settings:
+    return store(
+        PRESETS["upstream-test"],
+        defaults={},
         cleanResourceInterval=1000,
         retentiond={"controlSocket": str(tmp_path / "c.sock")},
-    )
-    return load_settings(config)
+    ).settings
 
 
 def test_coalesced_runs_are_counted_from_the_gaps(settings: Settings) -> None:

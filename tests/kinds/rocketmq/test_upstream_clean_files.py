@@ -177,16 +177,15 @@ def test_deleting_ten_files_sleeps_between_them(tmp_path):
 
 
 @pytest.mark.parametrize("interval", [0, 100])
-def test_pacing_sleeps_exactly_where_upstream_does(tmp_path, interval):
+def test_pacing_sleeps_exactly_where_upstream_does(tmp_path, interval, open_journal):
     from retentiond.config.loader import load_settings
     from retentiond.engine.cleaner import Cleaner
-    from retentiond.journal.writer import Journal, Origin
     from retentiond.kinds import kind_for
 
     _, config = make_store(tmp_path / "store", tmp_path, deleteWhen=this_hour(),
                            deleteCommitLogFilesInterval=interval)  # fmt: skip
     settings = load_settings(config)
-    journal = Journal(tmp_path / "j", Origin("c", "b", "h", "s"))
+    journal = open_journal(tmp_path / "j")
     result = Cleaner(kind_for(settings), journal=journal).run_round()
     assert len(result.deleted) >= 10
     if interval == 0:

@@ -12,48 +12,16 @@ from pathlib import Path
 
 import pytest
 
-from retentiond.config.loader import load_settings
 from retentiond.engine.cleaner import Cleaner
 from retentiond.journal.place import candidates, choose, default_journal_dir
 from retentiond.journal.reconcile import reconcile, writer_alive, writer_identity
 from retentiond.journal.spool import SpoolingJournal
-from retentiond.journal.writer import Journal, Origin, ReadStats, read_records
+from retentiond.journal.writer import Journal, ReadStats, read_records
 from retentiond.kinds import kind_for
 from retentiond.reasons import Kind
-from retentiond.storegen.rocketmq import StoreSpec, generate_store, write_config
-from tests.conftest import Tmpfs
+from tests.conftest import EXPIRED, ORIGIN, Tmpfs, by_type, make_store
 
-ALL_HOURS = ";".join(f"{h:02d}" for h in range(24))
-SPEC = StoreSpec(
-    commitlog_file_size=64 * 1024,
-    cq_file_size=8 * 20,
-    max_hash_slot_num=16,
-    max_index_num=16,
-    messages=12 * 63 - 20,
-    message_size=1024,
-    topics=1,
-    queues_per_topic=2,
-    oldest_age_hours=100.0,
-    newest_age_hours=90.0,
-)
-ORIGIN = Origin("c", "b", "h", "s")
-
-
-def setup(tmp: Path, journal_dir: Path, **keys):
-    store = generate_store(tmp / "store", SPEC)
-    config = write_config(
-        store.root, SPEC, tmp / "broker.yaml", deleteWhen=ALL_HOURS, fileReservedTime=72,
-        deleteCommitLogFilesInterval=0, deleteConsumeQueueFilesInterval=0,
-        retentiond={"journal": {"dir": str(journal_dir)}}, **keys,
-    )  # fmt: skip
-    return store, load_settings(config)
-
-
-def by_type(directory: Path) -> dict[str, list[dict]]:
-    out: dict[str, list[dict]] = {}
-    for r in read_records(directory):
-        out.setdefault(r["type"], []).append(r)
-    return out
+SPEC = EXPIRED
 
 
 def check_one_outcome_each(directory: Path) -> None:
@@ -82,7 +50,7 @@ def _intent(op_id: str, path: Path, writer: str = "dead0000:1:1") -> dict:
 
 
 def test_reconcile_gives_each_orphan_one_outcome(tmp_path: Path) -> None:
-    store, _ = setup(tmp_path, tmp_path / "journal")
+    store = make_store(tmp_path, journal=tmp_path / "journal").generated
     gone, present, live, done = (f.path for f in store.data_files[:4])
     journal = Journal(tmp_path / "journal", ORIGIN)
     journal.append_many(
@@ -127,7 +95,8 @@ def test_writer_identity_is_alive_only_for_a_running_process() -> None:
 
 
 def test_cleaner_reconciles_before_its_first_round(tmp_path: Path) -> None:
-    store, settings = setup(tmp_path, tmp_path / "journal", deleteFileBatchMax=1)
+    made = make_store(tmp_path, journal=tmp_path / "journal", deleteFileBatchMax=1)
+    store, settings = made.generated, made.settings
     journal = Journal(tmp_path / "journal", ORIGIN)
     victim = store.data_files[0].path
     journal.append(_intent("x", victim))
@@ -199,7 +168,8 @@ def test_spool_refuses_other_errors_and_drops_round_records_first(tmp_path: Path
 
 
 def test_an_eio_journal_stops_deletions(tmp_path: Path) -> None:
-    store, settings = setup(tmp_path, tmp_path / "journal", deleteFileBatchMax=5)
+    made = make_store(tmp_path, journal=tmp_path / "journal", deleteFileBatchMax=5)
+    store, settings = made.generated, made.settings
     sink = FlakyJournal(tmp_path / "journal")
     sink.errno = errno.EIO
     cleaner = Cleaner(kind_for(settings), journal=SpoolingJournal(sink))  # type: ignore[arg-type]
@@ -212,7 +182,7 @@ def test_an_eio_journal_stops_deletions(tmp_path: Path) -> None:
 
 
 def test_an_outcome_that_cannot_be_written_ends_the_round_but_is_kept(tmp_path: Path) -> None:
-    _, settings = setup(tmp_path, tmp_path / "journal", deleteFileBatchMax=5)
+    settings = make_store(tmp_path, journal=tmp_path / "journal", deleteFileBatchMax=5).settings
 
     class FailAfterIntent(FlakyJournal):
         failed = False
@@ -239,19 +209,11 @@ def test_an_outcome_that_cannot_be_written_ends_the_round_but_is_kept(tmp_path: 
 
 def test_journal_on_a_full_tmpfs_still_frees_space(tmp_path: Path, tmpfs: Tmpfs) -> None:
     journal_dir = tmpfs.path / "journal"
-    _, settings = setup(tmp_path, journal_dir, deleteFileBatchMax=3)
+    settings = make_store(tmp_path, journal=journal_dir, deleteFileBatchMax=3).settings
     journal = Journal(journal_dir, ORIGIN)
     cleaner = Cleaner(kind_for(settings), journal=journal)
     cleaner.reconcile()
-    filler = tmpfs.path / "filler"
-    fd = os.open(filler, os.O_WRONLY | os.O_CREAT)
-    try:  # fill to the last byte
-        while os.write(fd, b"\0" * 4096):
-            pass
-    except OSError as exc:
-        assert exc.errno == errno.ENOSPC
-    finally:
-        os.close(fd)
+    filler = tmpfs.fill_up()  # fill to the last byte
     r1 = cleaner.run_round()
     deleted = [o for o in r1.deleted if o.decision.kind is Kind.COMMITLOG]
     assert len(deleted) == 3, "the cleaner deletes although its journal cannot be written"
@@ -297,7 +259,7 @@ def test_default_journal_dir_avoids_the_store_filesystem(tmp_path: Path, tmpfs: 
     assert choose([on_store, tmpfs.path / "other"], devs) == on_store  # none off it: the first
     env = {"STATE_DIRECTORY": str(tmp_path / "s"), "LOGS_DIRECTORY": str(tmp_path / "l")}
     assert candidates(env) == [tmp_path / "s" / "journal", tmp_path / "l" / "journal"]
-    _, settings = setup(tmpfs.path, tmp_path / "unused")
+    settings = make_store(tmpfs.path, journal=tmp_path / "unused").settings
     env = {"STATE_DIRECTORY": str(tmpfs.path / "state"), "LOGS_DIRECTORY": str(tmp_path)}
     assert default_journal_dir(kind_for(settings).directories(), env) == tmp_path / "journal"
 
@@ -309,24 +271,11 @@ def test_store_and_journal_on_one_full_disk(tmp_path: Path, tmpfs: Tmpfs) -> Non
     journal_dir = tmpfs.path / "journal"
     young = dataclasses.replace(SPEC, oldest_age_hours=5.0, newest_age_hours=0.0)
     root = tmpfs.path / "store"
-    young_store = generate_store(root, young)
-    settings = load_settings(
-        write_config(
-            root, young, tmp_path / "broker.yaml", deleteWhen=ALL_HOURS, fileReservedTime=72,
-            deleteFileBatchMax=4, deleteCommitLogFilesInterval=0,
-            deleteConsumeQueueFilesInterval=0, retentiond={"journal": {"dir": str(journal_dir)}},
-        )
-    )  # fmt: skip
+    young = make_store(tmp_path, young, store_dir=root, journal=journal_dir, deleteFileBatchMax=4)
+    young_store, settings = young.generated, young.settings
     cleaner = Cleaner(kind_for(settings), journal=Journal(journal_dir, ORIGIN))
     cleaner.reconcile()
-    fd = os.open(tmpfs.path / "filler", os.O_WRONLY | os.O_CREAT)
-    try:
-        while os.write(fd, b"\0" * 4096):
-            pass
-    except OSError as exc:
-        assert exc.errno == errno.ENOSPC
-    finally:
-        os.close(fd)
+    tmpfs.fill_up()
     r = cleaner.run_round()
     forced = [o for o in r.deleted if o.decision.kind is Kind.COMMITLOG]
     assert len(forced) == 4 and all(o.decision.reason == "forced_over_clean_forcibly_ratio"

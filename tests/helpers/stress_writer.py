@@ -12,7 +12,7 @@ and every queue's active file must still be the very inode it writes after each 
 such loss, or any OSError, is an error: a line on stderr and exit status 1. At the end
 (``--seconds`` elapsed) it prints a JSON summary on stdout.
 
-    python -m tests.integration.stress_writer ROOT --seconds N [--file-size B] [--queues Q]
+    python -m tests.helpers.stress_writer ROOT --seconds N [--file-size B] [--queues Q]
 """
 
 from __future__ import annotations

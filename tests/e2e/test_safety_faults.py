@@ -9,72 +9,34 @@ fault is gone.
 
 from __future__ import annotations
 
-import errno
-import json
 import os
 import shutil
-import signal
 import subprocess
-import sys
-import tempfile
 import time
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from retentiond.journal.writer import read_records
-from retentiond.storegen.rocketmq import GeneratedStore, StoreSpec, generate_store, write_config
-from tests.conftest import Tmpfs, need, run_cli
+from retentiond.storegen.rocketmq import GeneratedStore
+from tests.conftest import CLEAN_NOW, Daemon, Tmpfs, expired_spec, make_store, need, run_cli
 
 pytestmark = pytest.mark.slow
 
-ALL_HOURS = ";".join(f"{h:02d}" for h in range(24))
-SPEC = StoreSpec(
-    commitlog_file_size=64 * 1024,
-    cq_file_size=8 * 20,
-    max_hash_slot_num=16,
-    max_index_num=16,
-    messages=16 * 63 - 20,
-    message_size=1024,
-    topics=1,
-    queues_per_topic=2,
-    oldest_age_hours=100.0,
-    newest_age_hours=90.0,
-)
+# 16 CommitLog files of 64 KiB, all older than 72 h.
+SPEC = expired_spec(16)
 
 
 @dataclass
-class Daemon:
-    proc: subprocess.Popen[bytes]
-    config: Path
-    store: GeneratedStore
-    journal: Path
-    log: Path
-
-    def status(self) -> dict[str, Any]:
-        result = run_cli("status", "--json", "--config", str(self.config), timeout=30)
-        assert result.code == 0, result.err
-        return json.loads(result.out)
-
+class FaultDaemon(Daemon):
     def faults(self) -> dict[str, int]:
         return self.status()["safety"]["faults"]
 
     def wait(self, what: str, check: Callable[[], Any], timeout: float = 30) -> Any:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            assert self.proc.poll() is None, f"the daemon died:\n{self.log.read_text()[-3000:]}"
-            value = check()
-            if value:
-                return value
-            time.sleep(0.2)
-        raise AssertionError(f"timed out waiting for {what}\n{self.log.read_text()[-3000:]}")
-
-    def records(self) -> list[dict[str, Any]]:
-        return list(read_records(self.journal)) if self.journal.exists() else []
+        return self.wait_until(what, check, timeout, interval=0.2)
 
     def gone(self) -> list[Path]:
         return [f.path for f in self.store.data_files if not f.path.exists()]
@@ -92,54 +54,40 @@ class Daemon:
         assert {str(p) for p in gone} <= set(deleted)
 
     def stop(self) -> None:
-        self.proc.send_signal(signal.SIGTERM)
-        assert self.proc.wait(timeout=10) == 0
+        code, _ = self.terminate()
+        assert code == 0
 
 
 @pytest.fixture
-def start(tmp_path: Path) -> Iterator[Callable[..., Daemon]]:
-    started: list[Daemon] = []
-    sockets = Path(tempfile.mkdtemp(prefix="rd-fault-", dir="/tmp"))
+def start(
+    tmp_path: Path, short_dir: Path, spawn_daemon: Callable[..., Daemon]
+) -> Callable[..., FaultDaemon]:
+    started: list[FaultDaemon] = []
 
     def start_daemon(
         store_dir: Path,
         journal: Path | None = None,
         prepare: Callable[[GeneratedStore], None] | None = None,
         **keys: Any,
-    ) -> Daemon:
-        store = generate_store(store_dir, SPEC)
-        if prepare is not None:
-            prepare(store)
-        journal = journal or tmp_path / "journal"
-        daemon_keys = {
-            "initialDelay": 0,
-            "journal": {"dir": str(journal)},
-            "controlSocket": str(sockets / f"c{len(started)}.sock"),
-            **keys.pop("retentiond", {}),
-        }
-        keys = {
-            "deleteWhen": ALL_HOURS, "fileReservedTime": 72, "cleanResourceInterval": 200,
-            "deleteCommitLogFilesInterval": 0, "deleteConsumeQueueFilesInterval": 0,
-            "redeleteHangedFileInterval": 500, "retentiond": daemon_keys, **keys,
+    ) -> FaultDaemon:
+        n = len(started)
+        sock = short_dir / f"c{n}.sock"
+        defaults = {
+            **CLEAN_NOW, "cleanResourceInterval": 200, "redeleteHangedFileInterval": 500,
+            "retentiond": {"initialDelay": 0, "controlSocket": str(sock)},
         }  # fmt: skip
-        config = write_config(store.root, SPEC, tmp_path / f"broker{len(started)}.yaml", **keys)
-        log = tmp_path / f"daemon{len(started)}.log"
-        with open(log, "wb") as fh:
-            proc = subprocess.Popen(
-                [sys.executable, "-m", "retentiond", "--log-format", "json", "run",
-                 "--config", str(config)], stdout=fh, stderr=fh,
-            )  # fmt: skip
-        d = Daemon(proc, config, store, journal, log)
+        made = make_store(
+            tmp_path, SPEC, store_dir=store_dir, config=tmp_path / f"broker{n}.yaml",
+            journal=journal, defaults=defaults, **keys,
+        )  # fmt: skip
+        if prepare is not None:
+            prepare(made.generated)
+        d = spawn_daemon(made, cls=FaultDaemon)
         started.append(d)
-        d.wait("the control socket", lambda: (sockets / f"c{len(started) - 1}.sock").exists())
+        d.wait("the control socket", sock.exists)
         return d
 
-    yield start_daemon
-    for d in started:
-        if d.proc.poll() is None:
-            d.proc.kill()
-            d.proc.wait()
-    shutil.rmtree(sockets, ignore_errors=True)
+    return start_daemon
 
 
 def _chattr_works(directory: Path) -> bool:
@@ -252,15 +200,7 @@ def test_journal_on_a_full_filesystem(start: Callable[..., Daemon], tmp_path, tm
     d = start(tmp_path / "store", journal=journal, deleteFileBatchMax=2,
               retentiond={"initialDelay": 1500})  # fmt: skip
     d.wait("the journal to exist", lambda: list(journal.glob("journal-*.jsonl")))
-    filler = tmpfs.path / "filler"
-    fd = os.open(filler, os.O_WRONLY | os.O_CREAT)
-    try:
-        while os.write(fd, b"\0" * 65536):
-            pass
-    except OSError as exc:
-        assert exc.errno == errno.ENOSPC
-    finally:
-        os.close(fd)
+    filler = tmpfs.fill_up(65536)
     written = len(d.records())
     d.wait("deletions without a writable journal", lambda: len(d.gone()) >= 4)
     faults = d.faults()

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import shutil
-import subprocess
 from collections.abc import Callable
 from pathlib import Path
 
@@ -13,7 +11,7 @@ from retentiond.config.loader import ConfigError, load_settings
 from retentiond.config.metrics import is_loopback, parse_listen, read_password
 from retentiond.config.settings import DEFAULT_METRICS_LISTEN
 from retentiond.daemon.reload import RESTART_KEYS
-from tests.conftest import need
+from tests.helpers.tls import make_cert
 
 Write = Callable[[str, str], Path]
 
@@ -46,29 +44,7 @@ def refusals(path: Path) -> dict[str, str]:
 
 @pytest.fixture(scope="module")
 def cert_pair(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
-    need(shutil.which("openssl") is not None, "openssl is needed to make a test certificate")
-    d = tmp_path_factory.mktemp("tls")
-    subprocess.run(
-        [
-            "openssl",
-            "req",
-            "-x509",
-            "-newkey",
-            "rsa:2048",
-            "-nodes",
-            "-days",
-            "2",
-            "-subj",
-            "/CN=localhost",
-            "-keyout",
-            str(d / "key.pem"),
-            "-out",
-            str(d / "cert.pem"),
-        ],
-        check=True,
-        capture_output=True,
-    )
-    return d / "cert.pem", d / "key.pem"
+    return make_cert(tmp_path_factory.mktemp("tls"), "localhost")
 
 
 # --- listen --------------------------------------------------------------------------------

@@ -15,19 +15,17 @@ from __future__ import annotations
 import itertools
 import json
 import os
-import shutil
 import signal
 import subprocess
 import sys
-import tempfile
 from pathlib import Path
 
 import pytest
 import yaml
 
 from retentiond.journal.writer import read_records
-from tests.conftest import Tmpfs
-from tests.integration.safety_procs import ProcView
+from tests.conftest import Tmpfs, spawn_run
+from tests.helpers.safety_procs import ProcView
 
 pytestmark = pytest.mark.slow
 
@@ -42,18 +40,17 @@ def _contiguous(names: list[str], step: int) -> bool:
     return all(b - a == step for a, b in itertools.pairwise(offsets))
 
 
-def test_writer_and_daemon_side_by_side(tmp_path: Path, tmpfs: Tmpfs) -> None:
+def test_writer_and_daemon_side_by_side(tmp_path: Path, tmpfs: Tmpfs, short_dir: Path) -> None:
     root = tmpfs.path / "store"
     root.mkdir()
     writer = subprocess.Popen(
-        [sys.executable, "-m", "tests.integration.stress_writer", str(root),
+        [sys.executable, "-m", "tests.helpers.stress_writer", str(root),
          "--seconds", str(SECONDS), "--file-size", str(FILE_SIZE),
          "--cq-file-size", str(CQ_FILE_SIZE)],
         cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )  # fmt: skip
     assert writer.stdout is not None and writer.stdout.readline().strip() == "ready"
     proc = ProcView(tmp_path / "proc")  # the writer is the store's owner and must be visible
-    short = Path(tempfile.mkdtemp(prefix="rd-stress-", dir="/tmp"))
     journal = tmp_path / "journal"
     config = tmp_path / "broker.yaml"
     config.write_text(
@@ -73,18 +70,13 @@ def test_writer_and_daemon_side_by_side(tmp_path: Path, tmpfs: Tmpfs) -> None:
                 "retentiond": {
                     "initialDelay": 0,
                     "journal": {"dir": str(journal)},
-                    "controlSocket": str(short / "control.sock"),
+                    "controlSocket": str(short_dir / "control.sock"),
                 },
             }
         )
     )
     log = tmp_path / "daemon.log"
-    with open(log, "wb") as fh:
-        daemon = subprocess.Popen(
-            [sys.executable, "-m", "retentiond", "--log-format", "json", "run",
-             "--config", str(config)],
-            stdout=fh, stderr=fh, env={**os.environ, "RETENTIOND_PROC_ROOT": str(proc)},
-        )  # fmt: skip
+    daemon = spawn_run(config, log, env={**os.environ, "RETENTIOND_PROC_ROOT": str(proc)})
     try:
         out, err = writer.communicate(timeout=SECONDS + 120)
         assert writer.returncode == 0, f"the writer failed: {err}"
@@ -96,7 +88,6 @@ def test_writer_and_daemon_side_by_side(tmp_path: Path, tmpfs: Tmpfs) -> None:
             if p.poll() is None:
                 p.kill()
                 p.wait()
-        shutil.rmtree(short, ignore_errors=True)
     summary = json.loads(out.strip().splitlines()[-1])
 
     # The CommitLog is a contiguous suffix ending with the writer's active file (and the

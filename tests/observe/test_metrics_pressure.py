@@ -3,19 +3,16 @@ diskSpaceCleanForciblyRatio (needs root; CI runs as root)."""
 
 from __future__ import annotations
 
-import math
-import os
 from pathlib import Path
 
 from prometheus_client import CollectorRegistry
 
-from retentiond.config.loader import load_settings
 from retentiond.engine.cleaner import Cleaner
-from retentiond.journal.writer import Journal, Origin, read_records
+from retentiond.journal.writer import Journal, Origin
 from retentiond.kinds import kind_for
 from retentiond.observe.metrics import RetentionMetrics
-from retentiond.storegen.rocketmq import StoreSpec, generate_store, write_config
-from tests.conftest import Tmpfs
+from retentiond.storegen.rocketmq import StoreSpec
+from tests.conftest import Tmpfs, make_store, records, rocketmq_ratio
 
 SPEC = StoreSpec(
     commitlog_file_size=64 * 1024,
@@ -32,20 +29,17 @@ SPEC = StoreSpec(
 
 
 def test_forced_deletions_and_the_disk_state_under_pressure(tmpfs: Tmpfs, tmp_path: Path) -> None:
-    store = generate_store(tmpfs.path / "store", SPEC)
-    config = write_config(
-        store.root,
+    made = make_store(
+        tmp_path,
         SPEC,
-        tmp_path / "broker.yaml",
+        store_dir=tmpfs.path / "store",
         brokerName="b",
         brokerClusterName="c",
         fileReservedTime=1000,  # nothing is expired: every deletion is forced
         deleteWhen="04",
         deleteFileBatchMax=3,
-        deleteCommitLogFilesInterval=0,
-        deleteConsumeQueueFilesInterval=0,
     )
-    settings = load_settings(config)
+    store, settings = made.generated, made.settings
     tmpfs.fill_to(0.88)
     registry = CollectorRegistry()
     metrics = RetentionMetrics(settings, registry=registry)
@@ -53,9 +47,7 @@ def test_forced_deletions_and_the_disk_state_under_pressure(tmpfs: Tmpfs, tmp_pa
     def value(name: str, **labels: str) -> float | None:
         return registry.get_sample_value(name, {"cluster": "c", "broker": "b", **labels})
 
-    st = os.statvfs(tmpfs.path)
-    used = (st.f_blocks - st.f_bfree) * st.f_frsize
-    expected = math.ceil(100 * used / (used + st.f_bavail * st.f_frsize)) / 100
+    expected = rocketmq_ratio(tmpfs.path)
     path = str(settings.store_path_commitlog[0])
     assert value("retentiond_disk_used_ratio", kind="commitlog", path=path) == expected
     assert value("retentiond_disk_state", state="clean_forcibly") == 1
@@ -69,8 +61,8 @@ def test_forced_deletions_and_the_disk_state_under_pressure(tmpfs: Tmpfs, tmp_pa
 
     forced = [
         r
-        for r in read_records(tmp_path / "journal")
-        if r.get("type") == "deletion" and r["reason"] == "forced_over_clean_forcibly_ratio"
+        for r in records(tmp_path / "journal", "deletion")
+        if r["reason"] == "forced_over_clean_forcibly_ratio"
     ]
     assert len(forced) == 3
     assert all(r["forced"] for r in forced)

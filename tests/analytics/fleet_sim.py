@@ -21,12 +21,11 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from retentiond.config.loader import load_settings
 from retentiond.engine.cleaner import Cleaner
 from retentiond.journal import ship
 from retentiond.journal.writer import Journal, Origin
-from retentiond.kinds import kind_for
-from retentiond.storegen.rocketmq import StoreSpec, generate_store, write_config
+from retentiond.storegen.rocketmq import StoreSpec
+from tests.helpers.stores import make_store
 
 HOUR_MS = 3_600_000
 DAY_MS = 24 * HOUR_MS
@@ -207,21 +206,19 @@ def build(tmp: Path) -> Fleet:
         broker = Broker(
             cluster, name, f"{name}.{cluster}.example", profile, base / "store", base / "journal"
         )
-        generate_store(broker.root, spec)
-        _hide_future(broker, START_MS)
-        config = write_config(
-            broker.root,
+        made = make_store(
+            base,
             spec,
-            base / "broker.yaml",
+            journal=broker.journal_dir,
+            defaults={"deleteCommitLogFilesInterval": 0, "deleteConsumeQueueFilesInterval": 0},
             brokerClusterName=cluster,
             brokerName=name,
             fileReservedTime=profile.reserved_hours,
             deleteFileBatchMax=profile.batch_max,
             cleanResourceInterval=HOUR_MS,
-            deleteCommitLogFilesInterval=0,
-            deleteConsumeQueueFilesInterval=0,
-            retentiond={"timezone": "UTC", "journal": {"dir": str(broker.journal_dir)}},
+            retentiond={"timezone": "UTC"},
         )
+        _hide_future(broker, START_MS)
         origin = Origin(cluster, name, broker.host, str(broker.root))
         broker.journal = LedgerJournal(
             broker.journal_dir,
@@ -230,9 +227,8 @@ def build(tmp: Path) -> Fleet:
             max_segment_age_ms=6 * HOUR_MS,
             clock_ms=lambda: clock["now"],
         )
-        broker.cleaner = Cleaner(
-            kind_for(load_settings(config)),
-            journal=broker.journal,
+        broker.cleaner = made.cleaner(
+            broker.journal,
             clock_ms=lambda: clock["now"],
             proc_root=str(proc),
         )

@@ -1026,7 +1026,7 @@ def _changed_value(spec: schema.ConfigKey) -> str:
 
 
 # Keys that are only valid in pairs (TLS cert + key, basic-auth user + password file);
-# tests/unit/test_metrics_config.py changes them pairwise.
+# tests/config/test_metrics_config.py changes them pairwise.
 _PAIRED_KEYS = frozenset(
     {
         "retentiond.metrics.tlsCertFile",

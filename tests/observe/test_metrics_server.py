@@ -7,7 +7,6 @@ import base64
 import shutil
 import socket
 import ssl
-import subprocess
 import time
 import urllib.error
 import urllib.request
@@ -19,36 +18,7 @@ from prometheus_client import CollectorRegistry, Gauge
 
 from retentiond.observe import server as server_mod
 from retentiond.observe.server import MetricsServer, PasswordFile, TlsFiles
-from tests.conftest import need
-
-
-def make_cert(directory: Path, name: str = "server") -> tuple[Path, Path]:
-    need(shutil.which("openssl") is not None, "openssl is needed to make a test certificate")
-    directory.mkdir(parents=True, exist_ok=True)
-    cert, key = directory / f"{name}.pem", directory / f"{name}.key"
-    subprocess.run(
-        [
-            "openssl",
-            "req",
-            "-x509",
-            "-newkey",
-            "rsa:2048",
-            "-nodes",
-            "-days",
-            "2",
-            "-subj",
-            f"/CN={name}",
-            "-addext",
-            "subjectAltName=IP:127.0.0.1,DNS:localhost",
-            "-keyout",
-            str(key),
-            "-out",
-            str(cert),
-        ],
-        check=True,
-        capture_output=True,
-    )
-    return cert, key
+from tests.helpers.tls import make_cert
 
 
 @pytest.fixture

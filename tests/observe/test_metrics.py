@@ -6,7 +6,6 @@ files left on disk, ``statvfs`` with RocketMQ's arithmetic written out again her
 
 from __future__ import annotations
 
-import math
 import os
 import threading
 import time
@@ -18,19 +17,18 @@ from typing import Any
 import pytest
 from prometheus_client import REGISTRY, CollectorRegistry, generate_latest
 
-from retentiond.config.loader import load_settings
 from retentiond.config.settings import Settings
 from retentiond.daemon.state import DaemonState
 from retentiond.engine.cleaner import Cleaner
 from retentiond.engine.decision import Decision
 from retentiond.engine.execute import Outcome
-from retentiond.journal.writer import Journal, Origin, read_records
+from retentiond.journal.writer import Journal, Origin
 from retentiond.kinds import kind_for
 from retentiond.observe.metrics import RetentionMetrics
 from retentiond.reasons import Kind, Reason, Verdict
-from retentiond.storegen.rocketmq import PRESETS, generate_store, write_config
+from retentiond.storegen.rocketmq import PRESETS
+from tests.conftest import ALL_HOURS, make_store, records, rocketmq_ratio
 
-ALL_HOURS = ";".join(f"{h:02d}" for h in range(24))
 CLUSTER, BROKER = "c1", "b1"
 # 40 CommitLog files of 64 KiB spread over 130 h (about 17 older than 72 h), 4 queues.
 SPEC = PRESETS["daemon-test"]
@@ -40,18 +38,17 @@ class Rig:
     """A generated store, its settings, a journal, a Cleaner and metrics on a fresh registry."""
 
     def __init__(self, tmp_path: Path, **overrides: Any) -> None:
-        self.store = generate_store(tmp_path / "store", SPEC)
         keys = {
             "brokerName": BROKER,
             "brokerClusterName": CLUSTER,
             "deleteWhen": ALL_HOURS,
             "deleteCommitLogFilesInterval": 0,
             "deleteConsumeQueueFilesInterval": 0,
-            **overrides,
         }
-        config = write_config(self.store.root, SPEC, tmp_path / "broker.yaml", **keys)
-        self.settings: Settings = load_settings(config)
-        self.journal_dir = tmp_path / "journal"
+        made = make_store(tmp_path, SPEC, defaults=keys, **overrides)
+        self.store, config = made.generated, made.config
+        self.settings: Settings = made.settings
+        self.journal_dir = made.journal
         origin = Origin(CLUSTER, BROKER, "host", str(self.store.root))
         self.journal = Journal(self.journal_dir, origin)
         self.state = DaemonState(config, self.settings)
@@ -79,7 +76,7 @@ class Rig:
         )
 
     def deletions(self) -> list[dict[str, Any]]:
-        return [r for r in read_records(self.journal_dir) if r.get("type") == "deletion"]
+        return records(self.journal_dir, "deletion")
 
 
 @pytest.fixture
@@ -94,15 +91,6 @@ def rig(tmp_path: Path) -> Callable[..., Rig]:
     yield make
     for r in made:
         r.journal.close()
-
-
-def rocketmq_ratio(path: str) -> float:
-    """UtilAll.getDiskPartitionSpaceUsedPercent, written out independently of store/disk.py."""
-    st = os.statvfs(path)
-    total = st.f_blocks * st.f_frsize
-    used = total - st.f_bfree * st.f_frsize
-    avail = st.f_bavail * st.f_frsize
-    return math.ceil(100 * used / (used + avail)) / 100
 
 
 # --- deletions -----------------------------------------------------------------------------

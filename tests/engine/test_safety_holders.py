@@ -17,7 +17,6 @@ from pathlib import Path
 
 import pytest
 
-from retentiond.config.loader import load_settings
 from retentiond.engine.cleaner import Cleaner
 from retentiond.engine.holders import (
     build_holder_map,
@@ -26,29 +25,17 @@ from retentiond.engine.holders import (
     parse_maps_line,
     proc_hides_pids,
 )
-from retentiond.journal.writer import Journal, Origin, read_records
+from retentiond.journal.writer import Journal, Origin
 from retentiond.kinds import kind_for
 from retentiond.kinds.rocketmq.holds import HoldRules
 from retentiond.reasons import Kind, Reason
-from retentiond.storegen.rocketmq import StoreSpec, generate_store, write_config
-from tests.conftest import Tmpfs, need
-from tests.integration.safety_procs import Holder, ProcView
+from retentiond.storegen.rocketmq import StoreSpec
+from tests.conftest import EXPIRED, ORIGIN, Tmpfs, make_store, need, records
+from tests.helpers.safety_procs import Holder, ProcView
 
-ALL_HOURS = ";".join(f"{h:02d}" for h in range(24))
 MiB = 1 << 20
 # 12 CommitLog files of 64 KiB, all older than 72 h: everything but the newest may go.
-OLD = StoreSpec(
-    commitlog_file_size=64 * 1024,
-    cq_file_size=8 * 20,
-    max_hash_slot_num=16,
-    max_index_num=16,
-    messages=12 * 63 - 20,
-    message_size=1024,
-    topics=1,
-    queues_per_topic=2,
-    oldest_age_hours=100.0,
-    newest_age_hours=90.0,
-)
+OLD = EXPIRED
 
 
 def make(
@@ -61,28 +48,13 @@ def make(
     **keys,
 ):
     """A generated store, its settings and a Cleaner looking at ``proc``."""
-    store = generate_store(tmp / "store", spec)
-    journal = journal or tmp / "journal"
-    overrides = {
-        "deleteWhen": ALL_HOURS,
-        "fileReservedTime": 72,
-        "deleteCommitLogFilesInterval": 0,
-        "deleteConsumeQueueFilesInterval": 0,
-        "retentiond": {"journal": {"dir": str(journal)}},
-        **keys,
-    }
-    settings = load_settings(write_config(store.root, spec, tmp / "broker.yaml", **overrides))
-    cleaner = Cleaner(
-        kind_for(settings),
-        journal=Journal(journal, Origin("c", "b", "h", str(store.root))),
+    made = make_store(tmp, spec, journal=journal, **keys)
+    cleaner = made.cleaner(
+        Journal(made.journal, Origin("c", "b", "h", str(made.root))),
         proc_root=str(proc or "/proc"),
         hold_rules=rules,
     )
-    return store, cleaner
-
-
-def records(tmp: Path, kind: str) -> list[dict]:
-    return [r for r in read_records(tmp / "journal") if r["type"] == kind]
+    return made.generated, cleaner
 
 
 def cl_deleted(result) -> list:
@@ -124,7 +96,7 @@ def test_a_reader_delays_deletion_until_the_forcible_interval(tmp_path: Path) ->
         assert [Path(o.decision.path) for o in cl][:1] == [first]
         assert cl[0].decision.reason is Reason.FORCED_AFTER_HOLD
         assert len(cl) == 3  # the batch goes on behind it
-    deletion = next(r for r in records(tmp_path, "deletion") if r["file"] == str(first))
+    deletion = next(r for r in records(tmp_path / "journal", "deletion") if r["file"] == str(first))
     assert deletion["reason"] == "forced_after_hold" and deletion["forced"] is False
     assert cleaner.held_count() == 0
 
@@ -265,7 +237,7 @@ def test_owner_hold_keeps_deleted_bytes_pending_until_it_exits(tmp_path: Path, t
     assert cleaner.owner_running() is False
     assert tmpfs.usage()[0] <= used_held - 10 * MiB + MiB // 4, "released: statvfs shows it free"
     assert not cl_deleted(r), "and with the space back, nothing else needs to go"
-    rounds = [x for x in read_records(tmp_path / "journal") if x["type"] == "round"]
+    rounds = records(tmp_path / "journal", "round")
     assert rounds[0]["pending_release"] == {"files": 10, "bytes": bytes_pending}
     assert rounds[0]["owner_running"] is True
     assert rounds[-1]["pending_release"] == {"files": 0, "bytes": 0}
@@ -284,7 +256,7 @@ def test_a_restarted_cleaner_finds_deleted_files_the_owner_still_holds(
         # A new process (a restart) knows nothing of what the old one deleted ...
         fresh = Cleaner(
             kind_for(cleaner.settings),
-            journal=Journal(journal, Origin("c", "b", "h", "s")),
+            journal=Journal(journal, ORIGIN),
             proc_root=str(proc),
         )
         r = fresh.run_round()
@@ -302,12 +274,8 @@ def test_an_unreadable_process_makes_held_files_wait(tmp_path: Path) -> None:
     (deferred, and said once); a file that a lease proves nobody holds still goes."""
     need(os.geteuid() == 0, "dropping capabilities needs root to start with")
     need(shutil.which("setpriv") is not None, "setpriv (util-linux) is needed")
-    store = generate_store(tmp_path / "store", OLD)
-    config = write_config(
-        store.root, OLD, tmp_path / "broker.yaml", deleteWhen=ALL_HOURS, fileReservedTime=72,
-        deleteFileBatchMax=5, deleteCommitLogFilesInterval=0,
-        retentiond={"journal": {"dir": str(tmp_path / "journal")}},
-    )  # fmt: skip
+    made = make_store(tmp_path, OLD, deleteFileBatchMax=5)
+    store, config = made.generated, made.config
     held = store.data_files[2].path
     script = (
         "import json, sys\n"

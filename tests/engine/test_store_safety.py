@@ -9,6 +9,7 @@ from pathlib import Path
 
 from retentiond.storegen.rocketmq import PRESETS, generate_store, write_config
 from tests.conftest import Tmpfs, run_cli
+from tests.helpers.stores import CLEAN_NOW, config_keys
 
 SPEC = replace(PRESETS["upstream-test"], oldest_age_hours=10.0, newest_age_hours=0.0)
 
@@ -25,13 +26,10 @@ def tree(root: Path) -> dict[str, tuple[int, int]]:
 
 
 def config_for(root: Path, tmp: Path, **extra) -> Path:
-    return write_config(
-        root, SPEC, tmp / "broker.yaml",
-        fileReservedTime=1, deleteWhen="00;01;02;03;04;05;06;07;08;09;10;11;12;13;14;15;16;"
-        "17;18;19;20;21;22;23", deleteFileBatchMax=100, deleteCommitLogFilesInterval=0,
-        deleteConsumeQueueFilesInterval=0,
-        retentiond={"journal": {"dir": str(tmp / "journal")}}, **extra,
-    )  # fmt: skip
+    keys = config_keys(
+        CLEAN_NOW, {"fileReservedTime": 1, "deleteFileBatchMax": 100, **extra}, tmp / "journal"
+    )
+    return write_config(root, SPEC, tmp / "broker.yaml", **keys)
 
 
 def test_foreign_entries_and_symlinks_are_never_touched(tmpfs: Tmpfs, tmp_path):

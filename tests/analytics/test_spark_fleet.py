@@ -19,8 +19,8 @@ from typing import Any
 
 import pytest
 
+from tests.analytics import fleet_sim
 from tests.conftest import need
-from tests.e2e import fleet_sim
 
 pytestmark = pytest.mark.slow
 

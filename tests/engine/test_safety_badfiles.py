@@ -9,39 +9,15 @@ from pathlib import Path
 
 from structlog.testing import capture_logs
 
-from retentiond.config.loader import load_settings
-from retentiond.engine.cleaner import Cleaner
-from retentiond.journal.writer import Journal, Origin
-from retentiond.kinds import kind_for
 from retentiond.reasons import Kind, Reason
-from retentiond.storegen.rocketmq import StoreSpec, generate_store, write_config
+from tests.conftest import expired_spec, make_store
 
-ALL_HOURS = ";".join(f"{h:02d}" for h in range(24))
-SPEC = StoreSpec(
-    commitlog_file_size=64 * 1024,
-    cq_file_size=8 * 20,
-    max_hash_slot_num=16,
-    max_index_num=16,
-    messages=12 * 63 - 20,
-    message_size=1024,
-    topics=1,
-    queues_per_topic=3,
-    oldest_age_hours=100.0,
-    newest_age_hours=90.0,
-)
+SPEC = expired_spec(queues_per_topic=3)
 
 
 def cleaner_for(tmp: Path, **keys):
-    store = generate_store(tmp / "store", SPEC)
-    config = write_config(
-        store.root, SPEC, tmp / "broker.yaml", deleteWhen=ALL_HOURS, fileReservedTime=72,
-        deleteCommitLogFilesInterval=0, deleteConsumeQueueFilesInterval=0,
-        retentiond={"journal": {"dir": str(tmp / "journal")}}, **keys,
-    )  # fmt: skip
-    settings = load_settings(config)
-    return store, Cleaner(
-        kind_for(settings), journal=Journal(tmp / "journal", Origin("c", "b", "h", "s"))
-    )
+    made = make_store(tmp, SPEC, **keys)
+    return made.generated, made.cleaner()
 
 
 def reported(logs: list[dict]) -> list[str]:

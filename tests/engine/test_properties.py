@@ -11,13 +11,11 @@ from pathlib import Path
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
-from retentiond.config.loader import load_settings
-from retentiond.engine.cleaner import Cleaner
-from retentiond.journal.writer import Journal, Origin, read_records
-from retentiond.kinds import kind_for
+from retentiond.journal.writer import Journal, Origin
 from retentiond.kinds.rocketmq.triggers import hour_of_day
-from retentiond.storegen.rocketmq import StoreSpec, generate_store, write_config
-from tests.integration.test_store_safety import tree
+from retentiond.storegen.rocketmq import StoreSpec
+from tests.conftest import make_store, records
+from tests.engine.test_store_safety import tree
 
 HOUR_MS = 3_600_000
 
@@ -58,19 +56,17 @@ def test_invariants_hold_on_random_stores(sc):
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)
         spec = sc["spec"]
-        store = generate_store(tmp / "store", spec)
         hour = hour_of_day(sc["clock_ms"], "UTC")
         delete_when = f"{hour:02d}" if sc["in_hour"] else f"{(hour + 12) % 24:02d}"
-        config = write_config(
-            store.root, spec, tmp / "broker.yaml",
+        made = make_store(
+            tmp, spec,
             fileReservedTime=sc["reserved"], deleteFileBatchMax=sc["batch"],
             deleteWhen=delete_when, diskMaxUsedSpaceRatio=95,
-            deleteCommitLogFilesInterval=0, deleteConsumeQueueFilesInterval=0,
-            retentiond={"timezone": "UTC", "journal": {"dir": str(tmp / "journal")}},
+            retentiond={"timezone": "UTC"},
         )  # fmt: skip
-        cfg = load_settings(config)
-        journal = Journal(tmp / "journal", Origin("c", "b", "h", str(store.root)))
-        cleaner = Cleaner(kind_for(cfg), journal=journal, clock_ms=lambda: sc["clock_ms"])
+        store = made.generated
+        journal = Journal(made.journal, Origin("c", "b", "h", str(store.root)))
+        cleaner = made.cleaner(journal, clock_ms=lambda: sc["clock_ms"])
         before = tree(store.root)
         for _ in range(sc["rounds"]):
             result = cleaner.run_round(manual=sc["manual"], dry_run=sc["dry_run"])
@@ -80,7 +76,7 @@ def test_invariants_hold_on_random_stores(sc):
             assert not (tmp / "journal" / "journal-000000000001.jsonl").stat().st_size
             return
         check_invariants(store, sc)
-        deleted_records = [r for r in read_records(tmp / "journal") if r["type"] == "deletion"]
+        deleted_records = records(tmp / "journal", "deletion")
         existing = {str(p) for p in _all_files(store)}
         gone = {r["file"] for r in deleted_records}
         assert not gone & existing

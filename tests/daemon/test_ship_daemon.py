@@ -5,29 +5,28 @@ from __future__ import annotations
 
 import gzip
 import json
-import signal
-import subprocess
-import sys
-import time
 import urllib.request
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
-from retentiond.storegen.rocketmq import StoreSpec, generate_store, write_config
+from retentiond.storegen.rocketmq import StoreSpec
+from tests.conftest import Daemon, make_store, wait_until
 
 pytestmark = pytest.mark.slow
 
 
-def test_the_daemon_ships_closed_segments_on_its_own(tmp_path: Path) -> None:
+def test_the_daemon_ships_closed_segments_on_its_own(
+    tmp_path: Path, spawn_daemon: Callable[..., Daemon]
+) -> None:
     spec = StoreSpec(commitlog_file_size=4096, messages=20, message_size=500)
-    store = generate_store(tmp_path / "store", spec)
     target = tmp_path / "fleet"
     target.mkdir()
-    config = write_config(
-        store.root,
+    made = make_store(
+        tmp_path,
         spec,
-        tmp_path / "broker.yaml",
+        defaults={},
         brokerClusterName="cluster-9",
         brokerName="broker-z",
         cleanResourceInterval=200,
@@ -39,17 +38,16 @@ def test_the_daemon_ships_closed_segments_on_its_own(tmp_path: Path) -> None:
             "metrics": {"listen": "127.0.0.1:0"},
         },
     )
-    log = tmp_path / "daemon.log"
-    command = [sys.executable, "-m", "retentiond", "--log-format", "json", "run"]
-    proc = subprocess.Popen(
-        [*command, "--config", str(config)], stdout=log.open("w"), stderr=subprocess.STDOUT
-    )
+    d = spawn_daemon(made, log=tmp_path / "daemon.log")
+    log, proc = d.log, d.proc
     try:
-        deadline = time.monotonic() + 30
-        files: list[Path] = []
-        while time.monotonic() < deadline and not files:
-            files = list(target.glob("round/dt=*/cluster=cluster-9/broker=broker-z/*.jsonl.gz"))
-            time.sleep(0.2)
+        files: list[Path] = wait_until(
+            "a shipped segment (nothing shipped within 30 s)",
+            lambda: list(target.glob("round/dt=*/cluster=cluster-9/broker=broker-z/*.jsonl.gz")),
+            30,
+            log,
+            interval=0.2,
+        )
         assert files, "nothing shipped within 30 s"
         with gzip.open(files[0], "rt") as fh:
             first = json.loads(fh.readline())
@@ -58,11 +56,8 @@ def test_the_daemon_ships_closed_segments_on_its_own(tmp_path: Path) -> None:
             "cluster-9",
             "broker-z",
         )
-        url = next(
-            json.loads(line)["url"]
-            for line in log.read_text().splitlines()
-            if '"metrics listening"' in line
-        )
+        url = d.metrics_url()
+        assert url is not None
         with urllib.request.urlopen(url, timeout=10) as resp:
             metrics = resp.read().decode()
         shipped = [
@@ -74,8 +69,7 @@ def test_the_daemon_ships_closed_segments_on_its_own(tmp_path: Path) -> None:
         ]
         assert shipped and shipped[0] >= 1, metrics[-2000:]
     finally:
-        proc.send_signal(signal.SIGTERM)
-        proc.wait(timeout=15)
+        d.terminate(timeout=15)
     out = log.read_text()
     assert proc.returncode == 0, out[-3000:]
     assert '"journal shipped"' in out

@@ -18,15 +18,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import need
+from tests.conftest import free_port, need
 
 pytestmark = pytest.mark.slow
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def _wait_port(port: int, proc: subprocess.Popen, log: Path, timeout: float = 60) -> None:
@@ -71,7 +65,7 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Pat
         "SPARK_WORKER_DIR": str(logs / "work"),
         "PYSPARK_PYTHON": sys.executable,
     }
-    port, ui = _free_port(), _free_port()
+    port, ui = free_port(), free_port()
     master_log = logs / "master.log"
     master = subprocess.Popen(
         [str(spark_class), "org.apache.spark.deploy.master.Master",
@@ -84,8 +78,8 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Pat
         worker_log = logs / "worker.log"
         worker = subprocess.Popen(
             [str(spark_class), "org.apache.spark.deploy.worker.Worker",
-             "--host", "127.0.0.1", "--port", str(_free_port()),
-             "--webui-port", str(_free_port()), "--cores", "1", "--memory", "1g",
+             "--host", "127.0.0.1", "--port", str(free_port()),
+             "--webui-port", str(free_port()), "--cores", "1", "--memory", "1g",
              f"spark://127.0.0.1:{port}"],
             stdout=worker_log.open("w"), stderr=subprocess.STDOUT, env=env,
         )  # fmt: skip

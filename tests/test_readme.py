@@ -6,7 +6,7 @@ from pathlib import Path
 
 from retentiond.config.schema import render_reference_markdown
 
-README = Path(__file__).resolve().parents[2] / "README.md"
+README = Path(__file__).resolve().parents[1] / "README.md"
 
 
 def test_config_reference_in_readme_matches_schema():

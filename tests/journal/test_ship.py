@@ -16,8 +16,8 @@ from retentiond.commands.common import EXIT_SHIP_FAILED
 from retentiond.journal import ship
 from retentiond.journal import writer as jr
 from retentiond.journal.writer import Journal, Origin
-from retentiond.storegen.rocketmq import StoreSpec, generate_store, write_config
-from tests.conftest import run_cli
+from retentiond.storegen.rocketmq import StoreSpec
+from tests.conftest import make_store, run_cli
 
 DAY = 86_400_000
 T0 = 1_709_510_400_000  # 2024-03-04T00:00:00Z
@@ -173,15 +173,15 @@ def test_one_shipper_at_a_time(tmp_path: Path) -> None:
 
 def _config(tmp_path: Path, **retentiond: object) -> Path:
     spec = StoreSpec(commitlog_file_size=4096, messages=20, message_size=500, now_ms=T0)
-    store = generate_store(tmp_path / "store", spec)
-    return write_config(
-        store.root,
+    return make_store(
+        tmp_path,
         spec,
-        tmp_path / "broker.yaml",
+        journal=tmp_path / "j",
+        defaults={},
         brokerClusterName="cluster-1",
         brokerName="broker-a",
-        retentiond={"journal": {"dir": str(tmp_path / "j")}, **retentiond},
-    )
+        retentiond=retentiond,
+    ).config
 
 
 def test_cli_ship(tmp_path: Path) -> None:

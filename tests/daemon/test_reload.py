@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -10,14 +11,13 @@ import pytest
 from retentiond.config.loader import load_settings
 from retentiond.config.settings import Settings
 from retentiond.daemon.reload import ConfigWatcher, check_reload, describe_change
-from retentiond.storegen.rocketmq import PRESETS, generate_store, write_config
+from retentiond.storegen.rocketmq import PRESETS
+from tests.conftest import Store
 
 
 @pytest.fixture
-def config(tmp_path: Path) -> Path:
-    spec = PRESETS["upstream-test"]
-    store = generate_store(tmp_path / "store", spec)
-    return write_config(store.root, spec, tmp_path / "broker.yaml", fileReservedTime=72)
+def config(store: Callable[..., Store]) -> Path:
+    return store(PRESETS["upstream-test"], defaults={}, fileReservedTime=72).config
 
 
 def _rewrite(config: Path, old: str, new: str) -> None:
