@@ -181,6 +181,11 @@ def _safety_lines(safety: dict[str, Any] | None, now: int) -> list[str]:
         )
     if (safety.get("held_count") or 0) > len(held):
         lines.append(f"held      ... and {safety['held_count'] - len(held)} more")
+    for r in safety.get("unlink_refused") or []:
+        lines.append(
+            f"refused   {r['file']}: {r.get('errno')} ({r.get('attempts')} attempts), next "
+            f"attempt in {human_age(max(0, r['next_attempt_ms'] - now))}"
+        )
     faults = safety.get("faults") or {}
     shown = {k: v for k, v in faults.items() if v}
     lines.append("faults    " + (", ".join(f"{k} {v}" for k, v in shown.items()) or "none"))

@@ -14,6 +14,13 @@ intent belongs to its *writer* (boot id, pid and process start time, stamped on 
 and is only reconciled once that writer is gone; ``reconcile.lock`` in the journal directory
 keeps two starting processes from reconciling the same intent twice. Torn lines (a kill in
 the middle of a write) are skipped and counted, never fatal.
+
+The shipper runs the same reconciliation before every pass (``journal.ship``): a segment that
+leaves the host takes its intents with it, and no later start-up could reconcile them. So the
+shipper reconciles the intents of dead writers first (their outcomes go into the active
+segment, shipped later) and keeps every closed segment that still holds an open intent of a
+live writer (``ReconcileResult.live_segments``) until that writer has written its outcome or
+died.
 """
 
 from __future__ import annotations
@@ -21,7 +28,7 @@ from __future__ import annotations
 import fcntl
 import os
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -35,6 +42,7 @@ LOCK_NAME = "reconcile.lock"
 _OUTCOMES = (b'"type":"deletion"', b'"type":"abort"')
 _INTENT = b'"type":"intent"'
 _PROC = "/proc"
+_ORIGIN = ("cluster", "broker", "host", "store")
 _INTENT_ONLY = ("type", "writer", "ino", "dev")  # not carried over to the deletion record
 
 
@@ -84,15 +92,18 @@ class ReconcileResult:
     live: int = 0  # left alone: their writer is still running
     torn: int = 0  # lines that did not parse
     segments: int = 0
+    # Segment numbers holding an open intent of a live writer: not to be shipped away yet.
+    live_segments: set[int] = field(default_factory=set)
 
     def as_dict(self) -> dict[str, int]:
-        return dict(self.__dict__)
+        return {k: v for k, v in self.__dict__.items() if isinstance(v, int)}
 
 
-def _scan(directory: Path, result: ReconcileResult) -> dict[str, dict[str, Any]]:
-    """Intents without an outcome, in journal order. Only intent/outcome lines are parsed."""
-    open_: dict[str, dict[str, Any]] = {}
-    for _, path in list_segments(directory):
+def _scan(directory: Path, result: ReconcileResult) -> dict[str, tuple[int, dict[str, Any]]]:
+    """Intents without an outcome and the segment each is in, in journal order. Only
+    intent/outcome lines are parsed."""
+    open_: dict[str, tuple[int, dict[str, Any]]] = {}
+    for seq, path in list_segments(directory):
         result.segments += 1
         try:
             with open(path, "rb") as fh:
@@ -113,7 +124,7 @@ def _scan(directory: Path, result: ReconcileResult) -> dict[str, dict[str, Any]]
                 continue
             if record.get("type") == "intent":
                 result.intents += 1
-                open_[op_id] = record
+                open_[op_id] = (seq, record)
             elif record.get("type") in ("deletion", "abort"):
                 open_.pop(op_id, None)
     return open_
@@ -143,8 +154,11 @@ def reconcile(
     *,
     now_ms: int,
     alive: Callable[[object], bool] = writer_alive,
+    when: str = "start-up",
 ) -> ReconcileResult:
-    """Append an outcome for every intent of a dead writer that has none. Never deletes."""
+    """Append an outcome for every intent of a dead writer that has none. Never deletes.
+
+    ``when`` names the occasion in the records and the log (``start-up``, ``shipping``)."""
     directory = Path(directory)
     result = ReconcileResult()
     if not directory.is_dir():
@@ -154,9 +168,10 @@ def reconcile(
         fcntl.flock(fd, fcntl.LOCK_EX)
         orphans = _scan(directory, result)
         result.open_intents = len(orphans)
-        for op_id, intent in orphans.items():
+        for op_id, (seq, intent) in orphans.items():
             if alive(intent.get("writer")):
                 result.live += 1
+                result.live_segments.add(seq)
                 continue
             if _still_there(intent):
                 append(
@@ -165,7 +180,9 @@ def reconcile(
                         "id": op_id,
                         "file": intent.get("file"),
                         "kind": intent.get("kind"),
-                        "error": "interrupted before the unlink (reconciled at start-up)",
+                        # filed beside its intent whoever reconciles it (a shipper's handle)
+                        **{k: intent[k] for k in _ORIGIN if k in intent},
+                        "error": f"interrupted before the unlink (reconciled at {when})",
                         "reconciled": True,
                         "time_ms": now_ms,
                     }
@@ -177,6 +194,6 @@ def reconcile(
                 result.deleted += 1
     finally:
         os.close(fd)
-    if result.open_intents or result.torn:
-        log.warning("journal reconciled at start-up", **result.as_dict())
+    if result.deleted or result.aborted or (when == "start-up" and (result.live or result.torn)):
+        log.warning(f"journal reconciled at {when}", **result.as_dict())
     return result
