@@ -50,21 +50,26 @@ SPEC = StoreSpec(
 
 # Runs `retentiond <args>` with os.unlink replaced in this process: the first unlink relative
 # to a directory handle (the executor's, on a store file) stops the process before or after
-# the real unlink. The journal and everything else keep the real function.
+# the real unlink, for good (a stray SIGCONT stops it again: it never gets past that point;
+# the test SIGKILLs it). The journal and everything else keep the real function.
 STOPPING_ONCE = r"""
 import os, signal, sys
 
 real_unlink = os.unlink
 point = sys.argv[1]
 
+def stop_here():
+    while True:
+        os.kill(os.getpid(), signal.SIGSTOP)
+
 def unlink(path, *args, dir_fd=None, **kwargs):
     if dir_fd is None:
         return real_unlink(path, *args, **kwargs)
     if point == "before_unlink":
-        os.kill(os.getpid(), signal.SIGSTOP)
+        stop_here()
     real_unlink(path, *args, dir_fd=dir_fd, **kwargs)
     if point == "after_unlink":
-        os.kill(os.getpid(), signal.SIGSTOP)
+        stop_here()
 
 os.unlink = unlink
 from retentiond.cli import main
@@ -163,7 +168,7 @@ def test_a_killed_once_is_reconciled_before_its_intent_ships(tmp_path: Path, poi
             )  # fmt: skip
         wait_for(f"once to stop {point}", lambda: stopped(once.pid), log=once_log)
         intents = [r for r in local_records(journal) if r["type"] == "intent"]
-        assert len(intents) == 1, intents
+        assert len(intents) == 1, (intents, once_log.read_text()[-3000:])
         intent = intents[0]
         victim = Path(intent["file"])
         assert victim.exists() == (point == "before_unlink")
