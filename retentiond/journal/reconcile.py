@@ -7,7 +7,10 @@ round, a cleaner reads the journal and, for every intent whose writer is no long
 * the file is gone (or another file now has its name): append a ``deletion`` record copied
   from the intent, marked ``reconciled: true`` — the unlink happened;
 * the file is still there, unchanged: append an ``abort`` marked ``reconciled: true`` — it
-  did not; a later round plans it again.
+  did not; a later round plans it again;
+* the file is gone, but another writer's ``deletion`` of that very file (same path and inode)
+  is in the journal: an ``abort`` too — the other writer unlinked it (a ``once`` killed before
+  its unlink while the daemon went on), and a second deletion record would count it twice.
 
 Several processes may write one journal (a ``retentiond once`` beside the daemon), so an
 intent belongs to its *writer* (boot id, pid and process start time, stamped on the intent)
@@ -99,9 +102,12 @@ class ReconcileResult:
         return {k: v for k, v in self.__dict__.items() if isinstance(v, int)}
 
 
-def _scan(directory: Path, result: ReconcileResult) -> dict[str, tuple[int, dict[str, Any]]]:
-    """Intents without an outcome and the segment each is in, in journal order. Only
-    intent/outcome lines are parsed."""
+def _scan(
+    directory: Path, result: ReconcileResult, deleted: set[tuple[object, object]]
+) -> dict[str, tuple[int, dict[str, Any]]]:
+    """Intents without an outcome and the segment each is in, in journal order; ``deleted``
+    collects (file, inode) of every deletion whose intent is still local. Only intent and
+    outcome lines are parsed."""
     open_: dict[str, tuple[int, dict[str, Any]]] = {}
     for seq, path in list_segments(directory):
         result.segments += 1
@@ -126,7 +132,11 @@ def _scan(directory: Path, result: ReconcileResult) -> dict[str, tuple[int, dict
                 result.intents += 1
                 open_[op_id] = (seq, record)
             elif record.get("type") in ("deletion", "abort"):
-                open_.pop(op_id, None)
+                closed = open_.pop(op_id, None)
+                if closed is not None and record.get("type") == "deletion":
+                    intent = closed[1]
+                    if "ino" in intent:
+                        deleted.add((intent.get("file"), intent.get("ino")))
     return open_
 
 
@@ -166,14 +176,17 @@ def reconcile(
     fd = os.open(directory / LOCK_NAME, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o640)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)
-        orphans = _scan(directory, result)
+        deleted: set[tuple[object, object]] = set()
+        orphans = _scan(directory, result, deleted)
         result.open_intents = len(orphans)
         for op_id, (seq, intent) in orphans.items():
             if alive(intent.get("writer")):
                 result.live += 1
                 result.live_segments.add(seq)
                 continue
-            if _still_there(intent):
+            by_other = "ino" in intent and (intent.get("file"), intent.get("ino")) in deleted
+            if by_other or _still_there(intent):
+                why = "deleted by another writer" if by_other else "interrupted before the unlink"
                 append(
                     {
                         "type": "abort",
@@ -182,7 +195,7 @@ def reconcile(
                         "kind": intent.get("kind"),
                         # filed beside its intent whoever reconciles it (a shipper's handle)
                         **{k: intent[k] for k in _ORIGIN if k in intent},
-                        "error": f"interrupted before the unlink (reconciled at {when})",
+                        "error": f"{why} (reconciled at {when})",
                         "reconciled": True,
                         "time_ms": now_ms,
                     }
@@ -191,6 +204,8 @@ def reconcile(
             else:
                 keep = {k: v for k, v in intent.items() if k not in _INTENT_ONLY}
                 append({**keep, "type": "deletion", "reconciled": True, "reconciled_ms": now_ms})
+                if "ino" in intent:  # a second orphan on this file did not unlink it
+                    deleted.add((intent.get("file"), intent.get("ino")))
                 result.deleted += 1
     finally:
         os.close(fd)
