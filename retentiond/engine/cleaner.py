@@ -28,7 +28,7 @@ import structlog
 from retentiond.config.settings import Settings
 from retentiond.engine.execute import Executor, JournalFailed, Outcome, RoundContext
 from retentiond.engine.faults import FaultCounters, OnceReporter, StoreErrorWatch
-from retentiond.engine.guard import Guard
+from retentiond.engine.guard import STATUS_HELD, Guard
 from retentiond.engine.holders import PROC
 from retentiond.engine.holds import HeldFile, HoldIntervals, resolve
 from retentiond.engine.inuse import PendingTotals
@@ -198,9 +198,11 @@ class Cleaner:
             retry_in_ms=record.next_attempt_ms - now,
         )
 
-    def refused_files(self) -> list[dict[str, object]]:
-        """Files whose unlink was refused, with the error and the next attempt (status)."""
-        return [r.as_dict(p) for p, r in sorted(self.state.refused.items())]
+    def refused_files(self, limit: int | None = None) -> list[dict[str, object]]:
+        """Files whose unlink was refused, with the error and the next attempt (status);
+        the first ``limit`` by path (a read-only filesystem refuses every queue's head)."""
+        items = sorted(self.state.refused.items())[:limit]
+        return [r.as_dict(p) for p, r in items]
 
     # ---- rounds -------------------------------------------------------------------------
     def _manual_now(self, manual: bool) -> bool:
@@ -403,7 +405,8 @@ class Cleaner:
         doc["faults"] = self.fault_counts()
         doc["journal_last_error"] = self.journal.last_error if self.journal is not None else None
         doc["reconcile"] = self.last_reconcile.as_dict() if self.last_reconcile else None
-        doc["unlink_refused"] = self.refused_files()
+        doc["unlink_refused"] = self.refused_files(STATUS_HELD)
+        doc["unlink_refused_count"] = len(self.state.refused)
         return doc
 
     def flush_journal(self) -> bool:
