@@ -548,6 +548,8 @@ def schedule(
                 records=result.shipped_records,
                 files=result.files_written,
                 backlog_segments=result.backlog_segments,
+                reconciled=result.reconciled,
+                waiting_segments=result.waiting_segments,
                 error=result.error,
             )
 
