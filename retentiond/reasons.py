@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from enum import StrEnum
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2  # 2: reason unlink_refused
 
 
 class Kind(StrEnum):
@@ -45,6 +45,7 @@ class Reason(StrEnum):
     BAD_SIZE = "bad_size"  # length differs from the configured file size
     HELD_BY_OTHER_PROCESS = "held_by_other_process"  # first attempt: wait for the interval
     STORE_ERROR = "store_error"  # the store (or a path of it) could not be measured
+    UNLINK_REFUSED = "unlink_refused"  # the last unlink failed (EPERM, EROFS...): backing off
 
 
 DELETE_REASONS = frozenset(

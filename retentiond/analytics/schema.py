@@ -18,7 +18,7 @@ from pyspark.sql.types import (
     StructType,
 )
 
-SUPPORTED_SCHEMA_VERSION = 1
+SUPPORTED_SCHEMA_VERSION = 2  # 2 added the keep reason unlink_refused only
 
 
 def _f(name: str, kind: object) -> StructField:

@@ -47,6 +47,13 @@ def cmd_ship(args: argparse.Namespace) -> int:
         f"{result.files_written} files) to {target} in {time.monotonic() - started:.2f}s; "
         f"{result.backlog_segments} closed segments ({result.backlog_bytes} bytes) kept locally"
     )
+    if result.reconciled:
+        print(f"reconciled {result.reconciled} intents of writers that died before their outcome")
+    if result.waiting_segments:
+        print(
+            f"kept {result.waiting_segments} closed segments: they hold an intent of a running "
+            "writer without its outcome yet (shipped by a later pass)"
+        )
     if result.torn_lines:
         print(f"warning: {result.torn_lines} torn journal lines skipped", file=sys.stderr)
     if result.dropped_segments:

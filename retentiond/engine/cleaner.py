@@ -28,12 +28,13 @@ import structlog
 from retentiond.config.settings import Settings
 from retentiond.engine.execute import Executor, JournalFailed, Outcome, RoundContext
 from retentiond.engine.faults import FaultCounters, OnceReporter, StoreErrorWatch
-from retentiond.engine.guard import Guard
+from retentiond.engine.guard import STATUS_HELD, Guard
 from retentiond.engine.holders import PROC
 from retentiond.engine.holds import HeldFile, HoldIntervals, resolve
 from retentiond.engine.inuse import PendingTotals
 from retentiond.engine.kind import RoundPlan, StoreKind
 from retentiond.engine.owner import OwnerReport
+from retentiond.engine.refused import RefusedFile, record_refusal, waiting
 from retentiond.engine.round import Mode, Round
 from retentiond.journal.place import shares_store_filesystem
 from retentiond.journal.reconcile import ReconcileResult, reconcile
@@ -57,6 +58,9 @@ class CleanerState:
     # Files whose deletion was deferred because another process held them, by path: upstream's
     # firstShutdownTimestamp. Replaced (never mutated) by the round thread.
     held: Mapping[str, HeldFile] = field(default_factory=dict)
+    # Files whose last unlink failed (EPERM, EROFS, EACCES...), by path: kept until their
+    # backoff has passed (``engine.refused``). Replaced (never mutated) by the round thread.
+    refused: Mapping[str, RefusedFile] = field(default_factory=dict)
 
 
 @dataclass
@@ -161,11 +165,45 @@ class Cleaner:
         self.state = replace(self.state, held=held)
 
     def _prune_held(self) -> None:
-        """Forget first attempts on files that are gone by now."""
+        """Forget first attempts and refusals on files that are gone by now."""
         held = self.state.held
         gone = [p for p in held if not os.path.lexists(p)]
         if gone:
             self.state = replace(self.state, held={p: h for p, h in held.items() if p not in gone})
+        refused = self.state.refused
+        gone = [p for p in refused if not os.path.lexists(p)]
+        if gone:
+            kept = {p: r for p, r in refused.items() if p not in gone}
+            self.state = replace(self.state, refused=kept)
+
+    # ---- refused unlinks ----------------------------------------------------------------
+    def _refused(self) -> Mapping[str, RefusedFile]:
+        return self.state.refused
+
+    def _note_refusal(self, outcome: Outcome) -> None:
+        """Remember a failed unlink and when to try again; said once per attempt, that is
+        once per backoff step (the rounds in between keep the file without a word)."""
+        d = outcome.decision
+        now = self.clock_ms()
+        cap = self.settings.redelete_hanged_file_interval_ms
+        record = record_refusal(
+            self.state.refused.get(d.path), d, outcome.error or "", outcome.errno, now, cap
+        )
+        self.state = replace(self.state, refused={**self.state.refused, d.path: record})
+        log.warning(
+            "unlink refused: the file is kept and retried with backoff",
+            file=d.path,
+            error=outcome.error,
+            errno=record.errno_name(),
+            attempts=record.attempts,
+            retry_in_ms=record.next_attempt_ms - now,
+        )
+
+    def refused_files(self, limit: int | None = None) -> list[dict[str, object]]:
+        """Files whose unlink was refused, with the error and the next attempt (status);
+        the first ``limit`` by path (a read-only filesystem refuses every queue's head)."""
+        items = sorted(self.state.refused.items())[:limit]
+        return [r.as_dict(p) for p, r in items]
 
     # ---- rounds -------------------------------------------------------------------------
     def _manual_now(self, manual: bool) -> bool:
@@ -195,6 +233,7 @@ class Cleaner:
             on_phase=self.on_phase if mode is not Mode.PLAN else None,
             executor=executor,
             context=context,
+            refused=self._refused,
         )
 
     def plan(self, *, manual: bool = False) -> RoundPlan:
@@ -227,9 +266,13 @@ class Cleaner:
             if d.path in self.state.held:
                 held = {p: h for p, h in self.state.held.items() if p != d.path}
                 self.state = replace(self.state, held=held)
+            if d.path in self.state.refused:
+                refused = {p: r for p, r in self.state.refused.items() if p != d.path}
+                self.state = replace(self.state, refused=refused)
             self.guard.note_outcome(outcome, self.clock_ms())
         elif outcome.cause == "unlink_failed":
             self.faults.unlink_failed += 1
+            self._note_refusal(outcome)
         hook = self.on_outcome
         if hook is not None:
             hook(outcome)
@@ -282,6 +325,8 @@ class Cleaner:
         planned = self.kind.redelete_candidate(now, self.state.held)
         if planned is None:
             return None
+        if waiting(planned, self.state.refused.get(planned.path), now):
+            return None  # its unlink was refused: retried when its backoff has passed
         record = self.state.held[planned.path]
         self.guard.begin_round(self.kind)
         holders = self.guard.holders_of(self.kind, now)(planned)
@@ -371,6 +416,8 @@ class Cleaner:
         doc["faults"] = self.fault_counts()
         doc["journal_last_error"] = self.journal.last_error if self.journal is not None else None
         doc["reconcile"] = self.last_reconcile.as_dict() if self.last_reconcile else None
+        doc["unlink_refused"] = self.refused_files(STATUS_HELD)
+        doc["unlink_refused_count"] = len(self.state.refused)
         return doc
 
     def flush_journal(self) -> bool:

@@ -18,6 +18,7 @@ from retentiond.engine.execute import Executor, JournalFailed, Outcome, RoundCon
 from retentiond.engine.guard import Guard
 from retentiond.engine.holds import HeldFile, HoldersOf, hold_in_order
 from retentiond.engine.kind import StoreKind
+from retentiond.engine.refused import RefusedFile, keep_refused
 
 
 class Mode(Enum):
@@ -40,6 +41,7 @@ class Round:
         executor: Executor | None,
         context: RoundContext,
         on_phase: Callable[[str], None] | None = None,
+        refused: Callable[[], Mapping[str, RefusedFile]] | None = None,
     ) -> None:
         self.kind = kind
         self.guard = guard
@@ -56,6 +58,7 @@ class Round:
         self.journal_error: str | None = None
         self._holders: HoldersOf | None = None
         self._on_phase = on_phase
+        self._refused = refused  # the Cleaner's refused unlinks, read at each hold
 
     def phase(self, name: str) -> None:
         """The kind starts planning another of its file kinds (the metrics time each)."""
@@ -104,10 +107,16 @@ class Round:
 
     # ---- holds --------------------------------------------------------------------------
     def hold(self, decisions: tuple[Decision, ...]) -> tuple[Decision, ...]:
-        """An ordered run with held files deferred (or forced once their interval passed);
-        everything behind a deferred file is kept too."""
+        """An ordered run with held files deferred (or forced once their interval passed) and
+        files whose unlink was refused kept until their backoff has passed (``engine.refused``:
+        no intent/abort pair every round while a fault lasts); everything behind a kept file
+        is kept too."""
         if not any(d.delete for d in decisions):
             return decisions
+        if self._refused is not None:
+            decisions = keep_refused(decisions, self._refused(), self.now_ms)
+            if not any(d.delete for d in decisions):
+                return decisions
         if self._holders is None:
             self._holders = self.guard.holders_of(self.kind, self.now_ms)
         rules = self.guard.rules(self.kind)

@@ -7,13 +7,23 @@ round, a cleaner reads the journal and, for every intent whose writer is no long
 * the file is gone (or another file now has its name): append a ``deletion`` record copied
   from the intent, marked ``reconciled: true`` — the unlink happened;
 * the file is still there, unchanged: append an ``abort`` marked ``reconciled: true`` — it
-  did not; a later round plans it again.
+  did not; a later round plans it again;
+* the file is gone, but another writer's ``deletion`` of that very file (same path and inode)
+  is in the journal: an ``abort`` too — the other writer unlinked it (a ``once`` killed before
+  its unlink while the daemon went on), and a second deletion record would count it twice.
 
 Several processes may write one journal (a ``retentiond once`` beside the daemon), so an
 intent belongs to its *writer* (boot id, pid and process start time, stamped on the intent)
 and is only reconciled once that writer is gone; ``reconcile.lock`` in the journal directory
 keeps two starting processes from reconciling the same intent twice. Torn lines (a kill in
 the middle of a write) are skipped and counted, never fatal.
+
+The shipper runs the same reconciliation before every pass (``journal.ship``): a segment that
+leaves the host takes its intents with it, and no later start-up could reconcile them. So the
+shipper reconciles the intents of dead writers first (their outcomes go into the active
+segment, shipped later) and keeps every closed segment that still holds an open intent of a
+live writer (``ReconcileResult.live_segments``) until that writer has written its outcome or
+died.
 """
 
 from __future__ import annotations
@@ -21,7 +31,7 @@ from __future__ import annotations
 import fcntl
 import os
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -35,6 +45,7 @@ LOCK_NAME = "reconcile.lock"
 _OUTCOMES = (b'"type":"deletion"', b'"type":"abort"')
 _INTENT = b'"type":"intent"'
 _PROC = "/proc"
+_ORIGIN = ("cluster", "broker", "host", "store")
 _INTENT_ONLY = ("type", "writer", "ino", "dev")  # not carried over to the deletion record
 
 
@@ -85,15 +96,21 @@ class ReconcileResult:
     live: int = 0  # left alone: their writer is still running
     torn: int = 0  # lines that did not parse
     segments: int = 0
+    # Segment numbers holding an open intent of a live writer: not to be shipped away yet.
+    live_segments: set[int] = field(default_factory=set)
 
     def as_dict(self) -> dict[str, int]:
-        return dict(self.__dict__)
+        return {k: v for k, v in self.__dict__.items() if isinstance(v, int)}
 
 
-def _scan(directory: Path, result: ReconcileResult) -> dict[str, dict[str, Any]]:
-    """Intents without an outcome, in journal order. Only intent/outcome lines are parsed."""
-    open_: dict[str, dict[str, Any]] = {}
-    for _, path in list_segments(directory):
+def _scan(
+    directory: Path, result: ReconcileResult, deleted: set[tuple[object, object]]
+) -> dict[str, tuple[int, dict[str, Any]]]:
+    """Intents without an outcome and the segment each is in, in journal order; ``deleted``
+    collects (file, inode) of every deletion whose intent is still local. Only intent and
+    outcome lines are parsed."""
+    open_: dict[str, tuple[int, dict[str, Any]]] = {}
+    for seq, path in list_segments(directory):
         result.segments += 1
         try:
             with open(path, "rb") as fh:
@@ -114,9 +131,13 @@ def _scan(directory: Path, result: ReconcileResult) -> dict[str, dict[str, Any]]
                 continue
             if record.get("type") == "intent":
                 result.intents += 1
-                open_[op_id] = record
+                open_[op_id] = (seq, record)
             elif record.get("type") in ("deletion", "abort"):
-                open_.pop(op_id, None)
+                closed = open_.pop(op_id, None)
+                if closed is not None and record.get("type") == "deletion":
+                    intent = closed[1]
+                    if "ino" in intent:
+                        deleted.add((intent.get("file"), intent.get("ino")))
     return open_
 
 
@@ -144,8 +165,11 @@ def reconcile(
     *,
     now_ms: int,
     alive: Callable[[object], bool] = writer_alive,
+    when: str = "start-up",
 ) -> ReconcileResult:
-    """Append an outcome for every intent of a dead writer that has none. Never deletes."""
+    """Append an outcome for every intent of a dead writer that has none. Never deletes.
+
+    ``when`` names the occasion in the records and the log (``start-up``, ``shipping``)."""
     directory = Path(directory)
     result = ReconcileResult()
     if not directory.is_dir():
@@ -153,20 +177,26 @@ def reconcile(
     fd = os.open(directory / LOCK_NAME, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o640)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)
-        orphans = _scan(directory, result)
+        deleted: set[tuple[object, object]] = set()
+        orphans = _scan(directory, result, deleted)
         result.open_intents = len(orphans)
-        for op_id, intent in orphans.items():
+        for op_id, (seq, intent) in orphans.items():
             if alive(intent.get("writer")):
                 result.live += 1
+                result.live_segments.add(seq)
                 continue
-            if _still_there(intent):
+            by_other = "ino" in intent and (intent.get("file"), intent.get("ino")) in deleted
+            if by_other or _still_there(intent):
+                why = "deleted by another writer" if by_other else "interrupted before the unlink"
                 append(
                     {
                         "type": "abort",
                         "id": op_id,
                         "file": intent.get("file"),
                         "kind": intent.get("kind"),
-                        "error": "interrupted before the unlink (reconciled at start-up)",
+                        # filed beside its intent whoever reconciles it (a shipper's handle)
+                        **{k: intent[k] for k in _ORIGIN if k in intent},
+                        "error": f"{why} (reconciled at {when})",
                         "reconciled": True,
                         "time_ms": now_ms,
                     }
@@ -175,9 +205,11 @@ def reconcile(
             else:
                 keep = {k: v for k, v in intent.items() if k not in _INTENT_ONLY}
                 append({**keep, "type": "deletion", "reconciled": True, "reconciled_ms": now_ms})
+                if "ino" in intent:  # a second orphan on this file did not unlink it
+                    deleted.add((intent.get("file"), intent.get("ino")))
                 result.deleted += 1
     finally:
         os.close(fd)
-    if result.open_intents or result.torn:
-        log.warning("journal reconciled at start-up", **result.as_dict())
+    if result.deleted or result.aborted or (when == "start-up" and (result.live or result.torn)):
+        log.warning(f"journal reconciled at {when}", **result.as_dict())
     return result

@@ -10,6 +10,15 @@ order of operations is what makes a crash at any point harmless:
 2. every file is read back and its record count and SHA-256 compared with what was meant;
 3. only then is the local segment removed.
 
+No intent leaves the host unreconciled. Before a pass the shipper runs start-up's
+reconciliation (``journal.reconcile``): every open intent of a dead writer (a ``retentiond
+once`` killed between its intent and its outcome) gets its ``deletion`` or ``abort``, appended
+to the active segment that a later pass ships. A closed segment still holding an open intent of
+a *live* writer stays local until a later pass: its outcome is due any moment, and should the
+writer die first, the next pass reconciles it. Otherwise a segment shipped and removed with an
+open intent would hide that intent from every later reconciliation, and a file whose unlink
+did happen would never get its ``deletion`` record.
+
 Names (and, since gzip's timestamp is pinned, bytes) are a function of the segment alone, so a
 copy repeated after a crash between 1 and 3 replaces itself: no record is ever shipped twice.
 
@@ -38,6 +47,7 @@ import structlog
 
 from retentiond.config.settings import Settings
 from retentiond.journal import writer as jr
+from retentiond.journal.reconcile import ReconcileResult, reconcile
 
 log = structlog.get_logger("retentiond.ship")
 
@@ -91,6 +101,8 @@ class ShipResult:
     backlog_bytes: int = 0
     error: str | None = None
     busy: bool = False  # another shipper held the journal's ship lock; nothing was done
+    reconciled: int = 0  # open intents of dead writers given their outcome before shipping
+    waiting_segments: int = 0  # closed segments kept: an open intent of a live writer
 
 
 # --- names ---------------------------------------------------------------------------------
@@ -229,14 +241,19 @@ def _remove(path: Path) -> None:
     jr._fsync_dir(path.parent)
 
 
-def _enforce_budget(directory: Path, max_local_bytes: int, result: ShipResult) -> None:
-    """Drop the oldest closed segments until the unshipped backlog fits the budget."""
+def _enforce_budget(
+    directory: Path, max_local_bytes: int, result: ShipResult, keep: set[int] | None = None
+) -> None:
+    """Drop the oldest closed segments until the unshipped backlog fits the budget; never one
+    holding an open intent of a live writer (``keep``): its outcome is due any moment."""
     closed = jr.closed_segments(directory)
     sizes = {p: p.stat().st_size for _, p in closed}
     total = sum(sizes.values())
-    for _, path in closed:
+    for seq, path in closed:
         if total <= max_local_bytes:
             break
+        if keep is not None and seq in keep:
+            continue
         lines = _count_lines(path)
         _remove(path)
         total -= sizes[path]
@@ -277,12 +294,15 @@ def ship_once(
     journal: JournalLike | None = None,
     flush: bool = False,
     now_ms: Callable[[], int] = jr.wall_ms,
+    append: Callable[[dict[str, object]], None] | None = None,
 ) -> ShipResult:
-    """One pass: close an idle segment, ship every closed one oldest first, keep the budget.
+    """One pass: close an idle segment, reconcile, ship every closed one oldest first, keep
+    the budget.
 
     ``journal`` is the writer's own handle when called from the daemon; without it (the CLI)
     an idle segment is closed through the directory lock instead. ``flush`` closes the
-    active segment whatever its age.
+    active segment whatever its age. Reconciled outcomes are written with ``append``, else
+    with the journal's own ``append``, else through a handle opened for the purpose.
     """
     directory, target = Path(directory), Path(target)
     result = ShipResult()
@@ -292,14 +312,19 @@ def ship_once(
         return result
     try:
         _close_active(directory, journal, flush, max_segment_age_ms, now_ms())
+        keep: set[int] | None = None
         try:
-            _ship_closed(directory, target, result)
+            # Listed before the reconciliation reads the journal: every segment listed here
+            # is closed, so the scan saw all of it, and nothing written later can be in it.
+            closed = jr.closed_segments(directory)
+            keep = _reconcile_first(directory, journal, append, now_ms(), result)
+            _ship_closed(directory, target, result, keep, closed)
         except (OSError, ShipError) as exc:
             result.error = str(exc)
             log.warning(
                 "shipping failed; segments kept locally", target=str(target), error=str(exc)
             )
-        _enforce_budget(directory, max_local_bytes, result)
+        _enforce_budget(directory, max_local_bytes, result, keep)
     finally:
         os.close(lock)
     _count(result, now_ms())
@@ -317,14 +342,70 @@ def _close_active(
         jr.close_idle_segment(directory, max_age_ms, now)
 
 
-def _ship_closed(directory: Path, target: Path, result: ShipResult) -> None:
+class _LazyAppend:
+    """A journal handle opened on first use (the CLI has none of its own) and closed after.
+
+    Its origin only fills fields a reconciled record lacks: reconciliation copies cluster,
+    broker, host and store from the intent it closes."""
+
+    def __init__(self, directory: Path) -> None:
+        self.directory = directory
+        self.journal: jr.Journal | None = None
+
+    def __call__(self, record: dict[str, object]) -> None:
+        if self.journal is None:
+            self.journal = jr.Journal(self.directory, jr.Origin.local("unknown", "unknown", ""))
+        self.journal.append(record)
+
+    def close(self) -> None:
+        if self.journal is not None:
+            self.journal.close()
+
+
+def _reconcile_first(
+    directory: Path,
+    journal: JournalLike | None,
+    append: Callable[[dict[str, object]], None] | None,
+    now: int,
+    result: ShipResult,
+) -> set[int]:
+    """Give dead writers' open intents their outcome; the segments to keep for live ones.
+
+    Called after the closed segments were listed, so each of them was fully read here.
+    Raises OSError when an outcome cannot be written: then nothing is shipped this pass."""
+    lazy: _LazyAppend | None = None
+    if append is None:
+        append = getattr(journal, "append", None)
+    if append is None:
+        lazy = _LazyAppend(directory)
+        append = lazy
+    try:
+        rec: ReconcileResult = reconcile(directory, append, now_ms=now, when="shipping")
+    finally:
+        if lazy is not None:
+            lazy.close()
+    result.reconciled = rec.deleted + rec.aborted
+    return rec.live_segments
+
+
+def _ship_closed(
+    directory: Path,
+    target: Path,
+    result: ShipResult,
+    keep: set[int] | None = None,
+    closed: list[tuple[int, Path]] | None = None,
+) -> None:
     if not target.is_dir():
         raise ShipError(f"target {target} is not a reachable directory")
-    closed = jr.closed_segments(directory)
+    if closed is None:
+        closed = jr.closed_segments(directory)
     if not closed:
         return
     jid = jr.journal_id(directory)
-    for _, path in closed:
+    for seq, path in closed:
+        if keep is not None and seq in keep:
+            result.waiting_segments += 1  # an open intent of a live writer: a later pass
+            continue
         records, files, torn = ship_segment(path, target, jid)
         if torn:
             log.warning("torn journal lines skipped while shipping", segment=str(path), torn=torn)
@@ -467,6 +548,8 @@ def schedule(
                 records=result.shipped_records,
                 files=result.files_written,
                 backlog_segments=result.backlog_segments,
+                reconciled=result.reconciled,
+                waiting_segments=result.waiting_segments,
                 error=result.error,
             )
 

@@ -39,9 +39,9 @@ def test_records_are_stamped_with_origin_schema_and_time(tmp_path: Path) -> None
     j.append({"type": "round", "time_ms": 5})
     got = list(read_records(tmp_path))
     assert got == [
-        {"type": "abort", "id": "x", "time_ms": clock.now, "schema_version": 1,
+        {"type": "abort", "id": "x", "time_ms": clock.now, "schema_version": 2,
          "cluster": "cluster-1", "broker": "broker-a", "host": "host-1", "store": "/store"},
-        {"type": "round", "time_ms": 5, "schema_version": 1,
+        {"type": "round", "time_ms": 5, "schema_version": 2,
          "cluster": "cluster-1", "broker": "broker-a", "host": "host-1", "store": "/store"},
     ]  # fmt: skip
 
