@@ -1,7 +1,7 @@
 """Synthetic fleet records in the journal schema, written straight to the shipped layout.
 
 For the benchmark (millions of records in minutes) and quick demos of the job; the end-to-end
-test uses the real engine instead (``tests/e2e/fleet_sim.py``). Plain Python: no pyspark.
+test uses the real engine instead (``tests/analytics/fleet_sim.py``). Plain Python: no pyspark.
 
 Each broker gets a disk that fills at its own rate, rounds at a fixed interval, CommitLog
 deletions in the delete hour or under pressure (forced above the clean-forcibly ratio), and

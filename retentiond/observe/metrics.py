@@ -179,7 +179,7 @@ class RetentionMetrics:
         ``on_outcome`` is chained after whatever the cleaner already calls (the daemon's
         state). The round's split into the CommitLog part and the ConsumeQueue/index part is
         timed by marking ``run_round`` and the start of queue planning (``_plan_queues``):
-        RoundResult carries only the total. tests/unit/test_metrics.py checks the split, so a
+        RoundResult carries only the total. tests/observe/test_metrics.py checks the split, so a
         refactor of the cleaner that moves these seams fails there rather than silently.
         """
         previous = cleaner.on_outcome
