@@ -113,7 +113,11 @@ def start_daemon(
             "cleanResourceInterval": 1000,
             "deleteCommitLogFilesInterval": 0,
             "deleteConsumeQueueFilesInterval": 0,
-            "retentiond": {"initialDelay": 300, "controlSocket": str(short_dir / "control.sock")},
+            "retentiond": {
+                "initialDelay": 300,
+                "controlSocket": str(short_dir / "control.sock"),
+                "metrics": {"listen": "127.0.0.1:0"},
+            },
         }
         journal = tmp_path / "journal"
         made = make_store(tmp_path, SPEC, journal=journal, defaults=defaults, **overrides)

@@ -74,7 +74,8 @@ def start(
         sock = short_dir / f"c{n}.sock"
         defaults = {
             **CLEAN_NOW, "cleanResourceInterval": 200, "redeleteHangedFileInterval": 500,
-            "retentiond": {"initialDelay": 0, "controlSocket": str(sock)},
+            "retentiond": {"initialDelay": 0, "controlSocket": str(sock),
+                       "metrics": {"listen": "127.0.0.1:0"}},
         }  # fmt: skip
         made = make_store(
             tmp_path, SPEC, store_dir=store_dir, config=tmp_path / f"broker{n}.yaml",

@@ -71,6 +71,7 @@ def test_writer_and_daemon_side_by_side(tmp_path: Path, tmpfs: Tmpfs, short_dir:
                     "initialDelay": 0,
                     "journal": {"dir": str(journal)},
                     "controlSocket": str(short_dir / "control.sock"),
+                    "metrics": {"listen": "127.0.0.1:0"},
                 },
             }
         )

@@ -54,6 +54,9 @@ CLEAN_NOW: dict[str, Any] = {
     "fileReservedTime": 72,
     "deleteCommitLogFilesInterval": 0,
     "deleteConsumeQueueFilesInterval": 0,
+    # A test daemon binds a free port (the log names it; Daemon.metrics_url reads it back),
+    # never the default 9465: two runs on one machine must not meet there.
+    "retentiond": {"metrics": {"listen": "127.0.0.1:0"}},
 }
 
 
