@@ -1,0 +1,177 @@
+"""Carrying a plan out on a log dir whose broker is stopped (spec §9).
+
+Kafka takes a whole log dir offline when a segment file vanishes under it (§2.5), so nothing
+is deleted unless retentiond holds ``<logdir>/.lock`` itself: the same POSIX record lock that
+Java's ``FileChannel.tryLock`` takes, held for the whole round so the broker cannot start
+mid-deletion. When another process holds it the dir is plan-only and every would-be deletion
+is reported as ``broker_running``.
+
+The result is what the broker would have left: segments deleted oldest first (a crash leaves a
+contiguous suffix), each with its indexes and its producer snapshot; an empty segment at the log
+end offset created *before* the last segment goes; ``log-start-offset-checkpoint`` and
+``leader-epoch-checkpoint`` rewritten as Kafka would at its next checkpoint.
+"""
+
+from __future__ import annotations
+
+import errno
+import fcntl
+import os
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+from retentiond.kinds.kafka import formats as fm
+from retentiond.kinds.kafka.policy import PartitionPlan, TopicConfig, plan_partition
+from retentiond.kinds.kafka.scan import LogDirSnapshot, scan_log_dir
+
+
+class LogDirLock:
+    """``<logdir>/.lock`` held with ``lockf(LOCK_EX | LOCK_NB)``. POSIX record locks belong to
+    the process and fall with the first close of any descriptor on the file, so this object is
+    the only place the daemon opens it."""
+
+    def __init__(self, log_dir: str) -> None:
+        self.path = os.path.join(log_dir, fm.LOCK_FILE)
+        self._fd: int | None = None
+
+    def acquire(self) -> bool:
+        """True if we hold it now; False if another process does (the broker is running)."""
+        if self._fd is not None:
+            return True
+        fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o644)
+        try:
+            fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError as e:
+            os.close(fd)
+            if e.errno in (errno.EACCES, errno.EAGAIN):
+                return False
+            raise
+        self._fd = fd
+        return True
+
+    def release(self) -> None:
+        if self._fd is not None:
+            try:
+                fcntl.lockf(self._fd, fcntl.LOCK_UN)
+            finally:
+                os.close(self._fd)
+                self._fd = None
+
+    def __enter__(self) -> LogDirLock:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.release()
+
+
+@dataclass
+class OfflineResult:
+    """What one offline round did to one log dir."""
+
+    log_dir: str
+    locked: bool
+    plans: list[PartitionPlan] = field(default_factory=list)
+    deleted: list[str] = field(default_factory=list)  # every path unlinked
+    created: list[str] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)
+
+
+def _unlink(path: str, result: OfflineResult) -> None:
+    try:
+        os.unlink(path)
+        result.deleted.append(path)
+    except FileNotFoundError:
+        pass
+
+
+def _create_empty_segment(part_dir: str, base: int, result: OfflineResult) -> None:
+    """roll() as an offline tool may: empty ``.log``, ``.index`` and ``.timeindex`` (the broker
+    sizes an active segment's indexes on load); no producer snapshot (§9, optional)."""
+    for suffix in (fm.LOG_SUFFIX, fm.INDEX_SUFFIX, fm.TIME_INDEX_SUFFIX):
+        path = os.path.join(part_dir, fm.segment_file_name(base, suffix))
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
+        os.fsync(fd)
+        os.close(fd)
+        result.created.append(path)
+    fm.fsync_dir(part_dir)
+
+
+def carry_out(snap: LogDirSnapshot, plans: Sequence[PartitionPlan], result: OfflineResult) -> None:
+    """Delete what ``plans`` say, then rewrite the log dir's log-start-offset checkpoint.
+
+    Call only while holding the dir's lock. A partition whose deletions fail part-way keeps
+    the prefix it lost (still contiguous) and an error; the checkpoint names the segments that
+    really remain."""
+    lso_entries = dict(snap.log_start_offsets or {})
+    changed = False
+    for plan in plans:
+        doomed = plan.deletions
+        if not doomed:
+            continue
+        part = plan.partition
+        tp = (part.topic, part.partition)
+        try:
+            if plan.roll_offset is not None:
+                _create_empty_segment(part.path, plan.roll_offset, result)
+            by_base = {s.base_offset: s for s in part.segments}
+            for d in doomed:
+                assert d.start_offset is not None
+                seg = by_base[d.start_offset]
+                for suffix in (fm.TIME_INDEX_SUFFIX, fm.INDEX_SUFFIX, fm.TXN_INDEX_SUFFIX):
+                    _unlink(seg.path(suffix), result)
+                _unlink(seg.path(fm.SNAPSHOT_SUFFIX), result)
+                _unlink(seg.log_path, result)
+            fm.fsync_dir(part.path)
+        except OSError as e:
+            result.errors.append(f"{part.path}: {e}")
+            continue
+        new_lso = max(plan.new_log_start_offset, lso_entries.get(tp, 0))
+        remaining = [
+            s.base_offset for s in part.segments if s.base_offset > doomed[-1].start_offset
+        ]
+        first = remaining[0] if remaining else plan.roll_offset
+        # LogManager checkpoints only partitions whose LSO is past their first segment.
+        if first is not None and new_lso > first:
+            lso_entries[tp] = new_lso
+        else:
+            lso_entries.pop(tp, None)
+        changed = True
+        if part.leader_epochs is not None:
+            epochs = fm.truncate_epochs_from_start(part.leader_epochs, new_lso)
+            if list(epochs) != list(part.leader_epochs):
+                path = os.path.join(part.path, fm.LEADER_EPOCH_CHECKPOINT)
+                fm.write_atomically(path, fm.format_leader_epoch_checkpoint(epochs))
+    if changed and (snap.log_start_offsets is not None or lso_entries):
+        path = os.path.join(snap.path, fm.LOG_START_CHECKPOINT)
+        fm.write_atomically(path, fm.format_offset_checkpoint(lso_entries))
+
+
+def run_offline(
+    log_dir: str,
+    config_for: Callable[[str], TopicConfig | None],
+    *,
+    now_ms: int,
+    cleaner_enabled: bool = True,
+    dry_run: bool = False,
+) -> OfflineResult:
+    """One round on one log dir: lock, scan, plan, delete (unless plan-only), unlock."""
+    with LogDirLock(log_dir) as lock:
+        locked = lock.acquire()
+        snap = scan_log_dir(log_dir)
+        result = OfflineResult(log_dir, locked)
+        result.errors.extend(snap.errors)
+        for part in snap.partitions:
+            result.plans.append(
+                plan_partition(
+                    part,
+                    config_for(part.topic),
+                    now_ms=now_ms,
+                    high_watermarks=snap.high_watermarks,
+                    log_start_offsets=snap.log_start_offsets,
+                    cleaner_enabled=cleaner_enabled,
+                    broker_running=not locked,
+                )
+            )
+        if locked and not dry_run:
+            carry_out(snap, result.plans, result)
+        return result
