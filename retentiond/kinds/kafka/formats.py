@@ -324,3 +324,32 @@ def write_atomically(path: str, text: str) -> None:
         os.close(fd)
     os.replace(tmp, path)
     fsync_dir(os.path.dirname(path) or ".")
+
+
+# ---- producer snapshots (ProducerStateManager.writeSnapshot) ----------------------------
+
+_CRC32C_TABLE: list[int] = []
+for _n in range(256):
+    _c = _n
+    for _ in range(8):
+        _c = (_c >> 1) ^ 0x82F63B78 if _c & 1 else _c >> 1
+    _CRC32C_TABLE.append(_c)
+
+
+def crc32c(data: bytes) -> int:
+    """CRC-32C (Castagnoli), as Kafka's ``Crc32C``; small inputs only (snapshots, tests)."""
+    crc = 0xFFFFFFFF
+    for byte in data:
+        crc = _CRC32C_TABLE[(crc ^ byte) & 0xFF] ^ (crc >> 8)
+    return crc ^ 0xFFFFFFFF
+
+
+PRODUCER_SNAPSHOT_VERSION = 1
+
+
+def empty_producer_snapshot() -> bytes:
+    """A producer snapshot with no producers: version int16, CRC-32C (uint32) of what follows,
+    then the entries array (int32 count 0). The state of a log that has lost every segment and
+    was rebuilt from nothing, which is what the broker would load without a snapshot."""
+    body = struct.pack(">i", 0)
+    return struct.pack(">hI", PRODUCER_SNAPSHOT_VERSION, crc32c(body)) + body

@@ -86,7 +86,19 @@ def _unlink(path: str, result: OfflineResult) -> None:
 
 def _create_empty_segment(part_dir: str, base: int, result: OfflineResult) -> None:
     """roll() as an offline tool may: empty ``.log``, ``.index`` and ``.timeindex`` (the broker
-    sizes an active segment's indexes on load); no producer snapshot (§9, optional)."""
+    sizes an active segment's indexes on load), and a producer snapshot at the new base unless
+    one is there already (the broker's shutdown snapshot at the log end holds the real state).
+    Without one the broker would rebuild the producer state from the now empty log, which is
+    the empty snapshot's content."""
+    snap = os.path.join(part_dir, fm.segment_file_name(base, fm.SNAPSHOT_SUFFIX))
+    if not os.path.lexists(snap):
+        fd = os.open(snap, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
+        try:
+            os.write(fd, fm.empty_producer_snapshot())
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        result.created.append(snap)
     for suffix in (fm.LOG_SUFFIX, fm.INDEX_SUFFIX, fm.TIME_INDEX_SUFFIX):
         path = os.path.join(part_dir, fm.segment_file_name(base, suffix))
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
@@ -105,6 +117,8 @@ def carry_out(snap: LogDirSnapshot, plans: Sequence[PartitionPlan], result: Offl
     lso_entries = dict(snap.log_start_offsets or {})
     changed = False
     for plan in plans:
+        for leftover in plan.partition.leftovers:  # what the broker purges on load anyway
+            _unlink(leftover, result)
         doomed = plan.deletions
         if not doomed:
             continue

@@ -74,6 +74,7 @@ class Partition:
     snapshots: tuple[int, ...]  # producer snapshot offsets present
     leader_epochs: tuple[tuple[int, int], ...] | None  # None: no leader-epoch-checkpoint
     errors: tuple[str, ...] = ()
+    leftovers: tuple[str, ...] = ()  # *.deleted files the broker purges at its next load
 
     @property
     def topic(self) -> str:
@@ -138,6 +139,7 @@ def scan_partition(path: str, name: fm.PartitionDirName) -> tuple[Partition, lis
     companions: dict[int, set[str]] = {}
     snapshots: list[int] = []
     epochs: tuple[tuple[int, int], ...] | None = None
+    leftovers: list[str] = []
     with os.scandir(path) as it:
         entries = sorted(it, key=lambda e: e.name)
     for e in entries:
@@ -174,7 +176,15 @@ def scan_partition(path: str, name: fm.PartitionDirName) -> tuple[Partition, lis
         if base not in logs:
             foreign.append((os.path.join(path, fm.offset_prefix(base)), "index without .log"))
     return (
-        Partition(path, name, segments, tuple(sorted(snapshots)), epochs, tuple(errors)),
+        Partition(
+            path,
+            name,
+            segments,
+            tuple(sorted(snapshots)),
+            epochs,
+            tuple(errors),
+            tuple(leftovers),
+        ),
         foreign,
     )
 
