@@ -162,9 +162,10 @@ def scan_partition(path: str, name: fm.PartitionDirName) -> tuple[Partition, lis
                 epochs = tuple(fm.parse_leader_epoch_checkpoint(text, full))
             except (OSError, UnicodeDecodeError, fm.FormatError) as err:
                 errors.append(f"{full}: {err}")
-        elif e.name in _PARTITION_FILES or e.name.endswith(
-            (fm.DELETED_SUFFIX, ".cleaned", ".swap")
-        ):
+        elif e.name.endswith(fm.DELETED_SUFFIX) and e.is_file(follow_symlinks=False):
+            if not e.name.endswith(".checkpoint" + fm.DELETED_SUFFIX):
+                leftovers.append(full)
+        elif e.name in _PARTITION_FILES or e.name.endswith((".cleaned", ".swap")):
             continue
         else:
             foreign.append((full, "not a Kafka segment file"))
