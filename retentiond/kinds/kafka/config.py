@@ -263,10 +263,11 @@ class KafkaServerConfig:
         metadata_overrides: Mapping[str, Mapping[str, str]] | None = None,
         broker_layers: Sequence[Mapping[str, str]] = (),
     ) -> TopicConfig | None:
-        """The effective config of ``topic`` (§10.3): its overrides (from the metadata log
-        when one is given, else the overrides file) over the dynamic broker layers (lowest
-        first) over server.properties. None when it cannot be established: the topic is
-        in neither source and ``unknownTopics`` is ``keep``, or a value is invalid."""
+        """The effective config of ``topic`` (§10.3): its overrides over the dynamic broker
+        layers (lowest first) over server.properties. ``metadata_overrides`` lists every
+        topic the metadata log knows (no override: an empty mapping); a topic it does not
+        know falls to the overrides file. None when the config cannot be established: the
+        topic is in neither source and ``unknownTopics`` is ``keep``, or a value is invalid."""
         props = dict(self.broker_props)
         for layer in broker_layers:
             props.update(layer)
@@ -279,8 +280,6 @@ class KafkaServerConfig:
                 return apply_topic_overrides(base, self.topic_overrides[topic], source)
         except ValueError:
             return None
-        if metadata_overrides is not None:
-            return base  # the metadata log is complete: no override means none was set
         return base if self.unknown_topics == UNKNOWN_TOPICS_BROKER_DEFAULTS else None
 
 

@@ -128,7 +128,9 @@ _ROOT_FILES = {
     "meta.properties",
     ".kafka_cleanshutdown",
 }
-_PARTITION_FILES = {fm.LEADER_EPOCH_CHECKPOINT, "partition.metadata"}
+_PARTITION_FILES = {fm.LEADER_EPOCH_CHECKPOINT, "partition.metadata", "quorum-state"}
+# the cleaner's and the KRaft metadata log's own files: Kafka's business, never ours
+_TRANSIENT_SUFFIXES = (".cleaned", ".swap", ".checkpoint", ".checkpoint.part", ".tmp")
 
 
 def scan_partition(path: str, name: fm.PartitionDirName) -> tuple[Partition, list[tuple[str, str]]]:
@@ -165,7 +167,7 @@ def scan_partition(path: str, name: fm.PartitionDirName) -> tuple[Partition, lis
         elif e.name.endswith(fm.DELETED_SUFFIX) and e.is_file(follow_symlinks=False):
             if not e.name.endswith(".checkpoint" + fm.DELETED_SUFFIX):
                 leftovers.append(full)
-        elif e.name in _PARTITION_FILES or e.name.endswith((".cleaned", ".swap")):
+        elif e.name in _PARTITION_FILES or e.name.endswith(_TRANSIENT_SUFFIXES):
             continue
         else:
             foreign.append((full, "not a Kafka segment file"))
