@@ -108,56 +108,87 @@ def _create_empty_segment(part_dir: str, base: int, result: OfflineResult) -> No
     fm.fsync_dir(part_dir)
 
 
+def prepare_partition(plan: PartitionPlan, result: OfflineResult) -> None:
+    """Before the first unlink: roll (the empty segment at the log end) when every segment
+    goes, so the partition never has no segment, and purge ``.deleted`` leftovers."""
+    for leftover in plan.partition.leftovers:  # what the broker purges on load anyway
+        _unlink(leftover, result)
+    if plan.deletions and plan.roll_offset is not None:
+        _create_empty_segment(plan.partition.path, plan.roll_offset, result)
+
+
+def remove_companions(plan: PartitionPlan, base_offset: int, result: OfflineResult) -> None:
+    """After a segment's ``.log`` went: its indexes and its producer snapshot (§2.5)."""
+    seg = next(s for s in plan.partition.segments if s.base_offset == base_offset)
+    for suffix in (fm.TIME_INDEX_SUFFIX, fm.INDEX_SUFFIX, fm.TXN_INDEX_SUFFIX, fm.SNAPSHOT_SUFFIX):
+        _unlink(seg.path(suffix), result)
+
+
+def finish_partition(
+    plan: PartitionPlan,
+    deleted_bases: Sequence[int],
+    lso_entries: dict[tuple[str, int], int],
+) -> bool:
+    """After the deletions that really happened (a prefix of the plan's): the leader-epoch
+    cache truncated from the new log start offset, and the partition's entry in
+    ``lso_entries`` (the log-start-offset checkpoint) set or dropped as LogManager would.
+    True if anything changed."""
+    if not deleted_bases:
+        return False
+    part = plan.partition
+    tp = (part.topic, part.partition)
+    last = max(deleted_bases)
+    remaining = [s.base_offset for s in part.segments if s.base_offset > last]
+    first = remaining[0] if remaining else plan.roll_offset
+    if first is None:  # cannot happen: a full deletion always rolls
+        return False
+    new_lso = max(first, lso_entries.get(tp, 0))
+    # LogManager checkpoints only partitions whose LSO is past their first segment.
+    if new_lso > first:
+        lso_entries[tp] = new_lso
+    else:
+        lso_entries.pop(tp, None)
+    if part.leader_epochs is not None:
+        epochs = fm.truncate_epochs_from_start(part.leader_epochs, new_lso)
+        if list(epochs) != list(part.leader_epochs):
+            path = os.path.join(part.path, fm.LEADER_EPOCH_CHECKPOINT)
+            fm.write_atomically(path, fm.format_leader_epoch_checkpoint(epochs))
+    fm.fsync_dir(part.path)
+    return True
+
+
+def write_log_start_checkpoint(
+    snap: LogDirSnapshot, lso_entries: dict[tuple[str, int], int]
+) -> None:
+    """``log-start-offset-checkpoint``: temp file, fsync, rename, fsync the dir."""
+    if snap.log_start_offsets is None and not lso_entries:
+        return
+    path = os.path.join(snap.path, fm.LOG_START_CHECKPOINT)
+    fm.write_atomically(path, fm.format_offset_checkpoint(lso_entries))
+
+
 def carry_out(snap: LogDirSnapshot, plans: Sequence[PartitionPlan], result: OfflineResult) -> None:
     """Delete what ``plans`` say, then rewrite the log dir's log-start-offset checkpoint.
 
-    Call only while holding the dir's lock. A partition whose deletions fail part-way keeps
-    the prefix it lost (still contiguous) and an error; the checkpoint names the segments that
-    really remain."""
+    Call only while holding the dir's lock. Segments go oldest first, ``.log`` last, so a
+    failure part-way leaves a contiguous suffix; the checkpoint names what really remains."""
     lso_entries = dict(snap.log_start_offsets or {})
     changed = False
     for plan in plans:
-        for leftover in plan.partition.leftovers:  # what the broker purges on load anyway
-            _unlink(leftover, result)
-        doomed = plan.deletions
-        if not doomed:
-            continue
         part = plan.partition
-        tp = (part.topic, part.partition)
+        gone: list[int] = []
         try:
-            if plan.roll_offset is not None:
-                _create_empty_segment(part.path, plan.roll_offset, result)
-            by_base = {s.base_offset: s for s in part.segments}
-            for d in doomed:
+            prepare_partition(plan, result)
+            for d in plan.deletions:
                 assert d.start_offset is not None
-                seg = by_base[d.start_offset]
-                for suffix in (fm.TIME_INDEX_SUFFIX, fm.INDEX_SUFFIX, fm.TXN_INDEX_SUFFIX):
-                    _unlink(seg.path(suffix), result)
-                _unlink(seg.path(fm.SNAPSHOT_SUFFIX), result)
-                _unlink(seg.log_path, result)
-            fm.fsync_dir(part.path)
+                remove_companions(plan, d.start_offset, result)
+                _unlink(d.path, result)
+                gone.append(d.start_offset)
         except OSError as e:
             result.errors.append(f"{part.path}: {e}")
-            continue
-        new_lso = max(plan.new_log_start_offset, lso_entries.get(tp, 0))
-        remaining = [
-            s.base_offset for s in part.segments if s.base_offset > doomed[-1].start_offset
-        ]
-        first = remaining[0] if remaining else plan.roll_offset
-        # LogManager checkpoints only partitions whose LSO is past their first segment.
-        if first is not None and new_lso > first:
-            lso_entries[tp] = new_lso
-        else:
-            lso_entries.pop(tp, None)
-        changed = True
-        if part.leader_epochs is not None:
-            epochs = fm.truncate_epochs_from_start(part.leader_epochs, new_lso)
-            if list(epochs) != list(part.leader_epochs):
-                path = os.path.join(part.path, fm.LEADER_EPOCH_CHECKPOINT)
-                fm.write_atomically(path, fm.format_leader_epoch_checkpoint(epochs))
-    if changed and (snap.log_start_offsets is not None or lso_entries):
-        path = os.path.join(snap.path, fm.LOG_START_CHECKPOINT)
-        fm.write_atomically(path, fm.format_offset_checkpoint(lso_entries))
+        changed |= finish_partition(plan, gone, lso_entries)
+    if changed:
+        write_log_start_checkpoint(snap, lso_entries)
 
 
 def run_offline(
