@@ -221,7 +221,7 @@ def scan_log_dir(path: str) -> LogDirSnapshot:
                 continue
             partitions.append(part)
             foreign.extend(more)
-        elif e.name in _ROOT_FILES or e.name.endswith(".tmp"):
+        elif e.name in _ROOT_FILES or e.name.endswith((".tmp", ".checkpoint")):
             continue
         else:
             foreign.append((full, "not a Kafka log dir file"))

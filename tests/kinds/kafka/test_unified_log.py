@@ -404,3 +404,69 @@ def test_missing_hw_checkpoint_allows_only_lso_breaches(tmp_path: Path) -> None:
     r = run(log, cfg(retention_ms=0))
     assert [d.reason for d in r.plans[0].deletions] == [Reason.LOG_START_OFFSET_BREACH]
     assert segment_bases(log.dir) == [5, 10]
+
+
+# ---- more rows: 14, 16, 17, 30 ------------------------------------------------------------
+
+
+def test_log_start_offset_movement_deletes_snapshots(tmp_path: Path) -> None:
+    """Row 14: 3 segments, 2 snapshots; LSO → LEO-1 → 1 snapshot left."""
+    log = KafkaLog(tmp_path)
+    for i in range(3):
+        log.append_records(1, NOW)
+        if i < 2:
+            log.roll()
+    log.write(hw=3, log_start_offset=2)
+    assert len(list(log.dir.glob("*.snapshot"))) == 2
+    run(log, cfg())
+    assert len(list(log.dir.glob("*.snapshot"))) == 1
+    assert segment_bases(log.dir) == [2]
+
+
+def hundred_expired(tmp_path: Path) -> KafkaLog:
+    log = KafkaLog(tmp_path, segment_bytes=512)
+    log.append_records(100, NOW - 1000)
+    log.write()
+    return log
+
+
+def test_segment_deletion_with_high_watermark_initialization(tmp_path: Path) -> None:
+    """Row 16: segment.bytes=512, retention.ms=999, 100 expired records; HW=25 → fewer
+    segments, LSO ≤ 25."""
+    log = hundred_expired(tmp_path)
+    before = len(segment_bases(log.dir))
+    set_hw(log, 25)
+    run(log, cfg(retention_ms=999))
+    assert len(segment_bases(log.dir)) < before
+    assert lso(log) <= 25
+
+
+def test_cannot_delete_segments_at_or_above_high_watermark(tmp_path: Path) -> None:
+    """Row 17: for hw = 0..100, after each round: LSO ≤ hw, the first base in [LSO, hw],
+    every other base > hw; finally LSO 100, one empty segment."""
+    log = hundred_expired(tmp_path)
+    for hw in range(101):
+        set_hw(log, hw)
+        run(log, cfg(retention_ms=999))
+        bases = segment_bases(log.dir)
+        assert lso(log) <= hw
+        assert lso(log) <= bases[0] <= hw
+        assert all(b > hw for b in bases[1:])
+    assert lso(log) == 100 and segment_bases(log.dir) == [100]
+    assert (log.dir / f"{100:020d}.log").stat().st_size == 0
+
+
+def test_checkpoint_log_start_offset_for_normal_topic(tmp_path: Path) -> None:
+    """Row 30: rolls after offsets 10, 20, 30, 40 (bases 0, 11, 21, 31, 41); HW 49; LSO 31
+    checkpointed → 2 segments, LSO 31, and no checkpoint entry (LSO == first base)."""
+    log = KafkaLog(tmp_path)
+    for offset in range(50):
+        log.append_records(1, NOW)
+        if offset in (10, 20, 30, 40):
+            log.roll()
+    log.write(hw=49, log_start_offset=31)
+    assert segment_bases(log.dir) == [0, 11, 21, 31, 41]
+    assert read_checkpoint(log.log_dir / "log-start-offset-checkpoint")[log.tp] == 31
+    run(log, cfg())
+    assert segment_bases(log.dir) == [31, 41] and lso(log) == 31
+    assert log.tp not in read_checkpoint(log.log_dir / "log-start-offset-checkpoint")
