@@ -128,7 +128,10 @@ def plan_partition(
         return _keep_all(part, Reason.WITHIN_RETENTION, "no segments")
 
     tp = (part.topic, part.partition)
-    leo = part.log_end_offset
+    try:
+        leo = part.log_end_offset
+    except (OSError, fm.FormatError) as e:
+        return _keep_all(part, Reason.UNREADABLE, f"log end offset unknown: {e}")
     first_base = part.segments[0].base_offset
     lso = max((log_start_offsets or {}).get(tp, first_base), first_base)
     hw_raw = (high_watermarks or {}).get(tp, 0)

@@ -470,3 +470,22 @@ def test_checkpoint_log_start_offset_for_normal_topic(tmp_path: Path) -> None:
     run(log, cfg())
     assert segment_bases(log.dir) == [31, 41] and lso(log) == 31
     assert log.tp not in read_checkpoint(log.log_dir / "log-start-offset-checkpoint")
+
+
+def test_unreadable_active_segment_keeps_the_partition(tmp_path: Path) -> None:
+    """The log end offset bounds everything; if the last segment cannot be read, nothing
+    in the partition is judged (and the other partitions still are)."""
+    log = fifteen(tmp_path, 10)
+    other = KafkaLog(tmp_path, "other", segment_bytes=5 * R)
+    other.append_records(15, 10)
+    other.write(hw=15)
+    last = log.dir / f"{10:020d}.log"
+    data = bytearray(last.read_bytes())
+    data[16] = 9  # magic 9
+    last.write_bytes(bytes(data))
+    r = run(log, cfg(retention_ms=1000))
+    plans = {p.partition.topic: p for p in r.plans}
+    assert {d.reason for d in plans["test"].decisions} == {Reason.UNREADABLE}
+    assert "magic 9" in (plans["test"].decisions[0].detail or "")
+    assert segment_bases(log.dir) == [0, 5, 10]
+    assert segment_bases(other.dir) == [15]
