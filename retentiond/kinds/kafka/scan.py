@@ -199,7 +199,7 @@ def scan_log_dir(path: str) -> LogDirSnapshot:
     errors: list[str] = []
     foreign: list[tuple[str, str]] = []
     partitions: list[Partition] = []
-    st = os.stat(path, follow_symlinks=False)
+    st = os.stat(path)  # the configured dir may itself be a symlink; nothing below it may
     if not stat.S_ISDIR(st.st_mode):
         raise NotADirectoryError(f"{path}: not a directory")
     with os.scandir(path) as it:

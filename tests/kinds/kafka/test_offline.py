@@ -104,3 +104,26 @@ def test_lock_held_by_another_process_is_plan_only(tmp_path: Path) -> None:
     r = run_offline(str(tmp_path), lambda _t: TopicConfig(retention_ms=0), now_ms=NOW + 10**9)
     assert r.locked and r.deleted
     assert segment_bases(a.dir) == [30] and segment_bases(b.dir) == [10]
+
+
+def test_symlinks_inside_a_log_dir_are_never_followed(tmp_path: Path) -> None:
+    """A configured log dir may be a symlink; a symlinked partition dir or segment inside it
+    is foreign: never scanned, never deleted from."""
+    real = tmp_path / "real"
+    a = KafkaLog(real, "orders", 0, segment_bytes=5 * R)
+    a.append_records(15, 10)
+    a.write(hw=15)
+    outside = KafkaLog(tmp_path / "elsewhere", "victim", 0, segment_bytes=5 * R)
+    outside.append_records(15, 10)
+    outside.write(hw=15)
+    (real / "victim-0").symlink_to(outside.dir)
+    (a.dir / f"{99:020d}.log").symlink_to(outside.dir / f"{0:020d}.log")
+    link = tmp_path / "logs"
+    link.symlink_to(real)
+    r = run_offline(str(link), lambda _t: TopicConfig(retention_ms=0), now_ms=NOW)
+    assert {p.partition.topic for p in r.plans} == {"orders"}
+    assert segment_bases(a.dir) == [15, 99]  # 99: the symlink, left alone
+    assert (a.dir / f"{99:020d}.log").is_symlink()
+    assert segment_bases(outside.dir) == [0, 5, 10]
+    foreign = dict(scan_log_dir(str(link)).foreign)
+    assert str(link / "victim-0") in foreign
