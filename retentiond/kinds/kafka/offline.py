@@ -76,12 +76,27 @@ class OfflineResult:
     errors: list[str] = field(default_factory=list)
 
 
-def _unlink(path: str, result: OfflineResult) -> None:
+def _partition_dir_fd(part_dir: str) -> int:
+    """The partition dir, opened from its log dir without following a symlink: a dir
+    swapped for a link after the scan fails here instead of leading out of the store."""
+    parent = os.open(os.path.dirname(part_dir), os.O_RDONLY | os.O_DIRECTORY)
     try:
-        os.unlink(path)
+        return os.open(
+            os.path.basename(part_dir), os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=parent
+        )
+    finally:
+        os.close(parent)
+
+
+def _unlink(path: str, result: OfflineResult) -> None:
+    fd = _partition_dir_fd(os.path.dirname(path))
+    try:
+        os.unlink(os.path.basename(path), dir_fd=fd)
         result.deleted.append(path)
     except FileNotFoundError:
         pass
+    finally:
+        os.close(fd)
 
 
 def _create_empty_segment(part_dir: str, base: int, result: OfflineResult) -> None:
@@ -90,22 +105,26 @@ def _create_empty_segment(part_dir: str, base: int, result: OfflineResult) -> No
     one is there already (the broker's shutdown snapshot at the log end holds the real state).
     Without one the broker would rebuild the producer state from the now empty log, which is
     the empty snapshot's content."""
-    snap = os.path.join(part_dir, fm.segment_file_name(base, fm.SNAPSHOT_SUFFIX))
-    if not os.path.lexists(snap):
-        fd = os.open(snap, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW
+    dfd = _partition_dir_fd(part_dir)
+    try:
+        files = [(fm.segment_file_name(base, sfx), b"") for sfx in fm.SEGMENT_SUFFIXES[:3]]
+        snap = fm.segment_file_name(base, fm.SNAPSHOT_SUFFIX)
         try:
-            os.write(fd, fm.empty_producer_snapshot())
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-        result.created.append(snap)
-    for suffix in (fm.LOG_SUFFIX, fm.INDEX_SUFFIX, fm.TIME_INDEX_SUFFIX):
-        path = os.path.join(part_dir, fm.segment_file_name(base, suffix))
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
-        os.fsync(fd)
-        os.close(fd)
-        result.created.append(path)
-    fm.fsync_dir(part_dir)
+            os.stat(snap, dir_fd=dfd, follow_symlinks=False)
+        except FileNotFoundError:
+            files.insert(0, (snap, fm.empty_producer_snapshot()))
+        for name, content in files:
+            fd = os.open(name, flags, 0o644, dir_fd=dfd)
+            try:
+                os.write(fd, content)
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+            result.created.append(os.path.join(part_dir, name))
+        os.fsync(dfd)
+    finally:
+        os.close(dfd)
 
 
 def prepare_partition(plan: PartitionPlan, result: OfflineResult) -> None:

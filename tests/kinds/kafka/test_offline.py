@@ -9,8 +9,8 @@ import sys
 from pathlib import Path
 
 from retentiond.kinds.kafka import formats as fm
-from retentiond.kinds.kafka.offline import LogDirLock, run_offline
-from retentiond.kinds.kafka.policy import TopicConfig
+from retentiond.kinds.kafka.offline import LogDirLock, OfflineResult, carry_out, run_offline
+from retentiond.kinds.kafka.policy import TopicConfig, plan_partition
 from retentiond.kinds.kafka.scan import scan_log_dir
 from retentiond.reasons import Reason, Verdict
 from tests.kinds.kafka.kafkalog import KafkaLog, R, leader_epochs, read_checkpoint, segment_bases
@@ -127,3 +127,31 @@ def test_symlinks_inside_a_log_dir_are_never_followed(tmp_path: Path) -> None:
     assert segment_bases(outside.dir) == [0, 5, 10]
     foreign = dict(scan_log_dir(str(link)).foreign)
     assert str(link / "victim-0") in foreign
+
+
+def test_partition_dir_swapped_for_a_symlink_after_the_scan(tmp_path: Path) -> None:
+    """The unlinks reach the partition dir without following a link: a dir replaced by a
+    symlink between scan and deletion fails there, and nothing it points at is touched."""
+    a = KafkaLog(tmp_path / "logs", "orders", 0, segment_bytes=5 * R)
+    a.append_records(15, 10)
+    a.write(hw=15)
+    twin = KafkaLog(tmp_path / "elsewhere", "orders", 0, segment_bytes=5 * R)
+    twin.append_records(15, 10)
+    twin.write(hw=15)
+    snap = scan_log_dir(str(a.log_dir))
+    plans = [
+        plan_partition(
+            p,
+            TopicConfig(retention_ms=0),
+            now_ms=NOW,
+            high_watermarks=snap.high_watermarks,
+            log_start_offsets=snap.log_start_offsets,
+        )
+        for p in snap.partitions
+    ]
+    a.dir.rename(a.dir.with_name("moved"))
+    a.dir.symlink_to(twin.dir)
+    result = OfflineResult(str(a.log_dir), True)
+    carry_out(snap, plans, result)
+    assert result.errors and not result.deleted
+    assert segment_bases(twin.dir) == [0, 5, 10]
