@@ -78,7 +78,12 @@ def _keep_all(
 
 
 def _decision(
-    part: Partition, s: Segment, verdict: Verdict, reason: Reason, detail: str | None
+    part: Partition,
+    s: Segment,
+    verdict: Verdict,
+    reason: Reason,
+    detail: str | None,
+    end_offset: int | None = None,
 ) -> Decision:
     return Decision(
         kind=Kind.KAFKA_SEGMENT,
@@ -87,6 +92,7 @@ def _decision(
         reason=reason,
         identity=s.identity,
         start_offset=s.base_offset,
+        end_offset=end_offset,  # the next segment's base offset, or the log end offset
         topic=part.topic,
         queue_id=part.partition,
         detail=detail,
@@ -251,17 +257,14 @@ def plan_partition(
             reasons[s.base_offset] = (Reason.AFTER_FIRST_KEPT, f"behind {first_path} ({first[0]})")
 
     decisions = []
-    for s in part.segments:
+    uppers = [*(x.base_offset for x in part.segments[1:]), leo]
+    for s, upper in zip(part.segments, uppers, strict=True):
         reason, detail = reasons[s.base_offset]
-        if reason in KAFKA_DELETE_REASONS:
-            if broker_running:
-                decisions.append(
-                    _decision(part, s, Verdict.KEEP, Reason.BROKER_RUNNING, f"would go: {reason}")
-                )
-            else:
-                decisions.append(_decision(part, s, Verdict.DELETE, reason, detail))
+        if reason in KAFKA_DELETE_REASONS and broker_running:
+            verdict, reason, detail = Verdict.KEEP, Reason.BROKER_RUNNING, f"would go: {reason}"
         else:
-            decisions.append(_decision(part, s, Verdict.KEEP, reason, detail))
+            verdict = Verdict.DELETE if reason in KAFKA_DELETE_REASONS else Verdict.KEEP
+        decisions.append(_decision(part, s, verdict, reason, detail, upper))
     if broker_running:
         new_lso, roll_offset = lso, None
     return PartitionPlan(part, tuple(decisions), lso, hw, leo, new_lso, roll_offset)
