@@ -217,6 +217,7 @@ def run_offline(
     now_ms: int,
     cleaner_enabled: bool = True,
     dry_run: bool = False,
+    time_index_compat: bool = False,
 ) -> OfflineResult:
     """One round on one log dir: lock, scan, plan, delete (unless plan-only), unlock."""
     with LogDirLock(log_dir) as lock:
@@ -234,6 +235,7 @@ def run_offline(
                     log_start_offsets=snap.log_start_offsets,
                     cleaner_enabled=cleaner_enabled,
                     broker_running=not locked,
+                    time_index_compat=time_index_compat,
                 )
             )
         if locked and not dry_run:

@@ -108,6 +108,7 @@ def plan_partition(
     log_start_offsets: Mapping[tuple[str, int], int] | None,
     cleaner_enabled: bool = True,
     broker_running: bool = False,
+    time_index_compat: bool = False,
 ) -> PartitionPlan:
     """The verdict on every segment of ``part`` (§2.1–§2.4, §2.7).
 
@@ -116,6 +117,8 @@ def plan_partition(
     missing entry into [LSO, LEO]), so only log-start-offset breaches can go. ``config`` None
     means the topic's effective config is unknown: every segment stays. ``broker_running``
     turns every deletion into a ``broker_running`` keep that says what would have gone.
+    ``time_index_compat`` takes an inactive segment's largest timestamp from its time index
+    as a broker that loaded it would (§4.3 strict mode); by default the batches decide.
     """
     name = part.name
     if name.special is not None:
@@ -145,6 +148,13 @@ def plan_partition(
     no_hw = high_watermarks is None or tp not in high_watermarks
 
     segs = [_Seg(s.base_offset, s.size, s) for s in part.segments]
+    active = part.segments[-1]
+
+    def largest(s: Segment) -> tuple[int, bool]:
+        if time_index_compat and s is not active:
+            return s.time_index_largest
+        return s.largest_timestamp
+
     reasons: dict[int, tuple[Reason, str]] = {}
     new_lso = lso
     roll_offset: int | None = None
@@ -205,13 +215,13 @@ def plan_partition(
         if config.retention_ms >= 0:
 
             def time_pred(s: _Seg, n: _Seg | None) -> bool:
-                ts = _timestamp(s, ts_errors)
+                ts = _timestamp(s, ts_errors, largest)
                 return ts is not None and now_ms - ts > config.retention_ms
 
             apply(
                 deletable(time_pred),
                 Reason.RETENTION_MS_BREACH,
-                lambda s: _age_detail(s, now_ms, config.retention_ms),
+                lambda s: _age_detail(s, now_ms, config.retention_ms, largest),
             )
 
     # Why each remaining segment stays.
@@ -226,14 +236,14 @@ def plan_partition(
         if not config.delete:
             return Reason.COMPACTED, "cleanup.policy without delete: log-start-offset breaches only"
         if config.retention_ms >= 0:
-            ts = _timestamp(s, ts_errors)
+            ts = _timestamp(s, ts_errors, largest)
             if ts is None:
                 return Reason.UNREADABLE, ts_errors.get(s.base_offset, "unreadable")
             if ts > now_ms:
                 return Reason.FUTURE_TIMESTAMP, f"largest timestamp {ts} is in the future"
             if now_ms - ts > config.retention_ms:
                 return None
-            return Reason.WITHIN_RETENTION, _age_detail(s, now_ms, config.retention_ms)
+            return Reason.WITHIN_RETENTION, _age_detail(s, now_ms, config.retention_ms, largest)
         return Reason.WITHIN_RETENTION, "retention.ms=-1 and under retention.bytes"
 
     first: tuple[Reason, str] | None = None
@@ -270,19 +280,23 @@ def plan_partition(
     return PartitionPlan(part, tuple(decisions), lso, hw, leo, new_lso, roll_offset)
 
 
-def _timestamp(s: _Seg, errors: dict[int, str]) -> int | None:
-    """The segment's largest timestamp (§4.3), None if its ``.log`` cannot be read."""
+def _timestamp(
+    s: _Seg, errors: dict[int, str], largest: Callable[[Segment], tuple[int, bool]]
+) -> int | None:
+    """The segment's largest timestamp (§4.3), None if it cannot be read."""
     if s.seg is None:
         return None
     try:
-        return s.seg.largest_timestamp[0]
+        return largest(s.seg)[0]
     except (OSError, fm.FormatError) as e:
         errors[s.base_offset] = str(e)
         return None
 
 
-def _age_detail(s: _Seg, now_ms: int, retention_ms: int) -> str:
+def _age_detail(
+    s: _Seg, now_ms: int, retention_ms: int, largest: Callable[[Segment], tuple[int, bool]]
+) -> str:
     assert s.seg is not None
-    ts, from_mtime = s.seg.largest_timestamp
+    ts, from_mtime = largest(s.seg)
     src = "mtime" if from_mtime else "largest timestamp"
     return f"{src} {ts}: age {now_ms - ts} ms, retention.ms {retention_ms}"

@@ -60,6 +60,19 @@ class Segment:
         """(LogSegment.largestTimestamp, whether the mtime fallback was used)."""
         return fm.largest_timestamp(self.summary, self.identity.mtime_ms)
 
+    @cached_property
+    def time_index_largest(self) -> tuple[int, bool]:
+        """Kafka's own value for a segment loaded without recovery (§4.3): the last entry of
+        its ``.timeindex``, else the ``.log``'s mtime (a missing or empty time index, as
+        after ``testRebuildTimeIndexForOldMessages``)."""
+        try:
+            entries = fm.decode_time_index(_read_nofollow(self.path(fm.TIME_INDEX_SUFFIX)))
+        except FileNotFoundError:
+            entries = []
+        if entries and entries[-1][0] >= 0:
+            return entries[-1][0], False
+        return self.identity.mtime_ms, True
+
     def path(self, suffix: str) -> str:
         return self.log_path[: -len(fm.LOG_SUFFIX)] + suffix
 

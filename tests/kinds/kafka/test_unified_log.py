@@ -489,3 +489,22 @@ def test_unreadable_active_segment_keeps_the_partition(tmp_path: Path) -> None:
     assert "magic 9" in (plans["test"].decisions[0].detail or "")
     assert segment_bases(log.dir) == [0, 5, 10]
     assert segment_bases(other.dir) == [15]
+
+
+@pytest.mark.parametrize("compat", [False, True])
+def test_rebuild_time_index_for_old_messages(tmp_path: Path, compat: bool) -> None:
+    """Row 42, testRebuildTimeIndexForOldMessages: time indexes of inactive segments gone
+    (rebuilt empty by the broker) → Kafka judges them by mtime. In the strict mode we do too;
+    by default the batches' timestamps decide (§4.3's recommendation)."""
+    log = KafkaLog(tmp_path, segment_bytes=5 * R)
+    log.append_records(15, NOW - 10_000_000)  # old records ...
+    log.write(hw=15, mtime_ms=NOW)  # ... in freshly written files
+    for base in (0, 5):
+        (log.dir / f"{base:020d}.timeindex").write_bytes(b"")
+    r = run(log, cfg(retention_ms=1_000_000), dry_run=True, time_index_compat=compat)
+    d = r.plans[0].decisions
+    if compat:
+        assert [x.reason for x in d[:2]] == [Reason.WITHIN_RETENTION] * 2
+        assert "mtime" in (d[0].detail or "")
+    else:
+        assert all(x.reason is Reason.RETENTION_MS_BREACH for x in d)
