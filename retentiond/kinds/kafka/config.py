@@ -251,6 +251,7 @@ class KafkaServerConfig:
     retentiond: Mapping[str, str]  # every retentiond.* key, prefix stripped
     topic_overrides: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
     unknown_topics: str = UNKNOWN_TOPICS_KEEP
+    time_index_compat: bool = False  # retentiond.kafka.timeIndexCompat (policy, §4.3)
 
     @property
     def metadata_dir(self) -> str:
@@ -341,6 +342,9 @@ def load_server_properties(path: str) -> KafkaServerConfig:
         problems.append(
             f"{path}: retentiond.kafka.unknownTopics={unknown!r}: expected keep or brokerDefaults"
         )
+    compat = check(
+        _bool, path, "retentiond.kafka.timeIndexCompat", own.get("kafka.timeIndexCompat", "false")
+    )
     overrides: dict[str, dict[str, str]] = {}
     if "kafka.topicOverrides" in own:
         ov_path = own["kafka.topicOverrides"]
@@ -363,6 +367,7 @@ def load_server_properties(path: str) -> KafkaServerConfig:
         retentiond=own,
         topic_overrides=overrides,
         unknown_topics=unknown,
+        time_index_compat=bool(compat),
     )
 
 

@@ -129,6 +129,7 @@ class Kafka:
                         log_start_offsets=ld.log_start_offsets,
                         cleaner_enabled=self.server.cleaner_enable,
                         broker_running=not locked,
+                        time_index_compat=self.server.time_index_compat,
                     )
                     for p in ld.partitions
                 )

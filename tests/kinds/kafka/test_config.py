@@ -71,7 +71,7 @@ def test_strict_errors_name_file_key_and_value(tmp_path: Path) -> None:
         tmp_path,
         "log.dirs=/x\nlog.retention.ms=7d\nlog.cleaner.enable=yes\n"
         "log.retention.check.interval.ms=0\nlog.cleanup.policy=delete,archive\n"
-        "retentiond.kafka.unknownTopics=maybe\n",
+        "retentiond.kafka.unknownTopics=maybe\nretentiond.kafka.timeIndexCompat=1\n",
     )
     with pytest.raises(KafkaConfigError) as e:
         load_server_properties(path)
@@ -82,9 +82,10 @@ def test_strict_errors_name_file_key_and_value(tmp_path: Path) -> None:
         "log.retention.check.interval.ms='0'",
         "log.cleanup.policy='delete,archive'",
         "retentiond.kafka.unknownTopics='maybe'",
+        "retentiond.kafka.timeIndexCompat='1'",
     ):
         assert f"{path}: {frag}" in text
-    assert len(e.value.problems) == 5
+    assert len(e.value.problems) == 6
 
 
 def test_not_kafka_or_ambiguous(tmp_path: Path) -> None:
