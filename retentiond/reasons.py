@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from enum import StrEnum
 
-SCHEMA_VERSION = 2  # 2: reason unlink_refused
+SCHEMA_VERSION = 2  # 2: reason unlink_refused; the Kafka file kind and its reasons
 
 
 class Kind(StrEnum):
@@ -17,6 +17,7 @@ class Kind(StrEnum):
     COMMITLOG = "commitlog"
     CONSUMEQUEUE = "consumequeue"
     INDEX = "index"
+    KAFKA_SEGMENT = "kafka_segment"  # a Kafka segment: its .log and companions go together
 
 
 class Verdict(StrEnum):
@@ -47,6 +48,23 @@ class Reason(StrEnum):
     STORE_ERROR = "store_error"  # the store (or a path of it) could not be measured
     UNLINK_REFUSED = "unlink_refused"  # the last unlink failed (EPERM, EROFS...): backing off
 
+    # Kafka (UnifiedLog.deleteOldSegments, shared/spec/kafka.md §2): reasons to delete.
+    LOG_START_OFFSET_BREACH = "log_start_offset_breach"  # wholly below the log start offset
+    RETENTION_BYTES_BREACH = "retention_bytes_breach"  # partition over retention.bytes
+    RETENTION_MS_BREACH = "retention_ms_breach"  # largest timestamp older than retention.ms
+    # Kafka: reasons to keep.
+    WITHIN_RETENTION = "within_retention"  # no pass's predicate holds for it
+    ABOVE_HIGH_WATERMARK = "above_high_watermark"  # holds offsets at or above the HW
+    FUTURE_TIMESTAMP = "future_timestamp"  # its (or an earlier segment's) timestamp is ahead
+    EMPTY_ACTIVE_SEGMENT = "empty_active_segment"  # the trailing empty segment always stays
+    COMPACTED = "compacted"  # cleanup.policy compact: log-start-offset breaches only
+    CLEANER_DISABLED = "cleaner_disabled"  # compacted and log.cleaner.enable=false
+    TIERED = "tiered"  # remote.storage.enable: retention needs the remote tier's offsets
+    CLUSTER_METADATA = "cluster_metadata"  # __cluster_metadata: KRaft's own log
+    TRANSIENT_PARTITION_DIR = "transient_partition_dir"  # -delete, -future, -stray
+    UNKNOWN_TOPIC_CONFIG = "unknown_topic_config"  # the topic's effective config is unknown
+    BROKER_RUNNING = "broker_running"  # another process holds the log dir's .lock
+
 
 DELETE_REASONS = frozenset(
     {
@@ -57,6 +75,11 @@ DELETE_REASONS = frozenset(
         Reason.BELOW_COMMITLOG_MIN_OFFSET,
         Reason.FORCED_AFTER_HOLD,
     }
+)
+
+# The Kafka kind's reasons to delete (kept apart until the journal docs and metrics list them).
+KAFKA_DELETE_REASONS = frozenset(
+    {Reason.LOG_START_OFFSET_BREACH, Reason.RETENTION_BYTES_BREACH, Reason.RETENTION_MS_BREACH}
 )
 
 # Deleting these removed data that had not reached fileReservedTime.

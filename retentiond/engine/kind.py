@@ -23,7 +23,7 @@ from retentiond.config.settings import Settings
 from retentiond.engine.decision import Decision
 from retentiond.engine.figures import DiskFigures, StoreStats
 from retentiond.engine.holds import HeldFile, HoldIntervals
-from retentiond.reasons import Kind
+from retentiond.reasons import Kind, Reason
 
 if TYPE_CHECKING:
     from retentiond.engine.round import Round
@@ -68,6 +68,8 @@ class StoreKind(Protocol):
     name: str
     file_kinds: tuple[Kind, ...]  # the kinds of file it deletes, for counts and labels
     phases: tuple[str, ...]  # the stages of its round, in order (``Round.phase``; metrics)
+    # (file kind, reason) pairs its deletions can carry: their counters start at 0.
+    deletion_series: tuple[tuple[Kind, Reason], ...]
     settings: Settings
 
     def reconfigure(self, settings: Settings) -> None:

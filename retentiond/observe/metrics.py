@@ -48,12 +48,11 @@ from retentiond.engine.owner import OwnerReport
 from retentiond.kinds import kind_for
 from retentiond.observe.live import LiveCollector
 from retentiond.observe.owner_metrics import OwnerCollector
-from retentiond.reasons import DELETE_REASONS, FORCED_REASONS, Kind, Reason
+from retentiond.reasons import FORCED_REASONS
 
 log = structlog.get_logger("retentiond.metrics")
 
 BASE_LABELS = ("cluster", "broker")
-CLEANERS = ("commitlog", "consumequeue")  # upstream's two services; one round runs both
 # From a quiet round (milliseconds) to a CommitLog pass pacing 10 deletions at the default
 # 100 ms, to a cold walk of 100,000 consume queues.
 ROUND_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600)
@@ -68,15 +67,6 @@ StatusFn = Callable[[], Mapping[str, object]]
 
 def wall_s() -> float:
     return time.time()
-
-
-def _possible_deletions() -> list[tuple[Kind, Reason]]:
-    """(kind, reason) pairs a deletion can carry; their counters start at 0."""
-    pairs = [
-        (Kind.COMMITLOG, r) for r in DELETE_REASONS if r is not Reason.BELOW_COMMITLOG_MIN_OFFSET
-    ]
-    pairs += [(k, Reason.BELOW_COMMITLOG_MIN_OFFSET) for k in (Kind.CONSUMEQUEUE, Kind.INDEX)]
-    return sorted(pairs)
 
 
 class RetentionMetrics:
@@ -161,14 +151,14 @@ class RetentionMetrics:
     def _initialise_series(self) -> None:
         """Create the series we know of at 0 so rate() and increase() see their first step."""
         self.forced_deletions.labels(*self.base)
-        for kind, reason in _possible_deletions():
+        for kind, reason in self.kind.deletion_series:
             self.deleted_files.labels(*self.base, kind.value, reason.value)
             self.deleted_bytes.labels(*self.base, kind.value, reason.value)
-        for kind in Kind:
+        for kind in self.kind.file_kinds:
             for cause in KNOWN_FAILURE_CAUSES:
                 self.delete_failures.labels(*self.base, kind.value, cause)
         started = self.clock_s()
-        for cleaner in CLEANERS:
+        for cleaner in self.kind.phases:  # RocketMQ: its two services; one round runs both
             self.round_duration.labels(*self.base, cleaner)
             self.last_success.labels(*self.base, cleaner).set(started)
 

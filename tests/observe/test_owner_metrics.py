@@ -112,7 +112,12 @@ def test_owner_figures_on_metrics_and_in_status(tmp_path: Path, short_dir: Path)
             )
         try:
             url = wait_for_url(log)
+            # /metrics is served before the startup scan reads the owner: wait for it.
+            deadline = time.monotonic() + 30
             first = scrape(url)
+            while "retentiond_owner_info" not in first and time.monotonic() < deadline:
+                time.sleep(0.1)
+                first = scrape(url)
             time.sleep(0.3)
             again = [scrape(url) for _ in range(3)]
             status = json.loads(

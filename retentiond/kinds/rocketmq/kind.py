@@ -33,7 +33,9 @@ from retentiond.kinds.rocketmq.report import render_plan
 from retentiond.kinds.rocketmq.scan import QueueLister, scan
 from retentiond.kinds.rocketmq.snapshot import Snapshot
 from retentiond.kinds.rocketmq.triggers import evaluate, hour_of_day
-from retentiond.reasons import FORCED_REASONS, Kind, Reason, Verdict
+from retentiond.reasons import DELETE_REASONS, FORCED_REASONS, Kind, Reason, Verdict
+
+BELOW = Reason.BELOW_COMMITLOG_MIN_OFFSET
 
 _HOUR_MS = 3_600_000
 
@@ -42,6 +44,12 @@ class RocketMQ:
     name = "rocketmq"
     file_kinds = (Kind.COMMITLOG, Kind.CONSUMEQUEUE, Kind.INDEX)
     phases = (Kind.COMMITLOG.value, Kind.CONSUMEQUEUE.value)  # the two cleaning services
+    deletion_series = tuple(
+        sorted(
+            [(Kind.COMMITLOG, r) for r in DELETE_REASONS if r is not BELOW]
+            + [(k, BELOW) for k in (Kind.CONSUMEQUEUE, Kind.INDEX)]
+        )
+    )
 
     def __init__(self, settings: Settings) -> None:
         self.settings = settings

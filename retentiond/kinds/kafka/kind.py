@@ -1,0 +1,259 @@
+"""Kafka log dirs behind the engine's interface (``engine.kind.StoreKind``). A sketch: the
+wiring into ``Settings``, ``kinds.kind_for``, the CLI and the daemon is the lead's.
+
+A round, per log dir: take ``.lock`` (held for the whole round, so the broker cannot start
+mid-deletion; held by another process → the dir is plan-only and its would-be deletions are
+``broker_running``), scan, read per-topic configs (the KRaft metadata log, else the overrides
+file), plan every partition with ``policy.plan_partition``, then for each partition: roll if
+everything goes, hand the ``.log`` prefix to ``Round.hold``/``Round.execute``, remove the
+companions of the ``.log`` files that really went, truncate the leader-epoch cache; finally
+rewrite ``log-start-offset-checkpoint`` and release the locks.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from retentiond.config.settings import Settings
+from retentiond.engine.decision import Decision
+from retentiond.engine.disk import measure_path
+from retentiond.engine.execute import Run, open_dir_below
+from retentiond.engine.figures import DiskFigures, KindStats, StoreStats
+from retentiond.engine.holds import HeldFile
+from retentiond.engine.round import Round
+from retentiond.kinds.kafka import formats as fm
+from retentiond.kinds.kafka.config import KafkaServerConfig
+from retentiond.kinds.kafka.metadata import METADATA_PARTITION_DIR, MetadataError, read_metadata
+from retentiond.kinds.kafka.offline import (
+    LogDirLock,
+    OfflineResult,
+    finish_partition,
+    prepare_partition,
+    remove_companions,
+    write_log_start_checkpoint,
+)
+from retentiond.kinds.kafka.plan import KafkaPlan, LogDirPlan
+from retentiond.kinds.kafka.policy import TopicConfig, plan_partition
+from retentiond.kinds.kafka.scan import LogDirSnapshot, scan_log_dir
+from retentiond.reasons import KAFKA_DELETE_REASONS, Kind
+
+
+@dataclass(frozen=True)
+class _NoHolds:
+    """Kafka has no forcible interval: a segment held by another process than the broker is
+    simply kept (the broker's own holds are the lock)."""
+
+    def interval(self, kind: Kind) -> int:
+        return 2**62
+
+
+@dataclass(frozen=True)
+class KafkaSnapshot:
+    now_ms: int
+    log_dirs: tuple[tuple[LogDirSnapshot, bool], ...]  # (snapshot, we hold its lock)
+    overrides: Mapping[str, Mapping[str, str]] | None
+    broker_layers: tuple[Mapping[str, str], ...]
+    metadata_source: str | None
+    metadata_error: str | None
+    errors: tuple[str, ...]
+
+
+class Kafka:
+    name = "kafka"
+    file_kinds = (Kind.KAFKA_SEGMENT,)
+    phases = (Kind.KAFKA_SEGMENT.value,)
+    deletion_series = tuple((Kind.KAFKA_SEGMENT, r) for r in sorted(KAFKA_DELETE_REASONS))
+
+    def __init__(self, settings: Settings, server: KafkaServerConfig) -> None:
+        self.settings = settings
+        self.server = server
+        self.locks = {d: LogDirLock(d) for d in server.log_dirs}
+        self.last_plan_only: list[str] = []
+
+    def reconfigure(self, settings: Settings) -> None:
+        self.settings = settings
+
+    # ---- where its files are ------------------------------------------------------------
+    def directories(self) -> tuple[str, ...]:
+        dirs = self.server.log_dirs
+        return tuple(sorted({*dirs, *(os.path.realpath(d) for d in dirs)}))
+
+    def owner_lock(self) -> str:
+        return os.path.join(self.server.log_dirs[0], fm.LOCK_FILE)
+
+    def hold_intervals(self) -> _NoHolds:
+        return _NoHolds()
+
+    # ---- a round ------------------------------------------------------------------------
+    def scan(self, now_ms: int) -> KafkaSnapshot:
+        errors: list[str] = []
+        dirs = []
+        for d in self.server.log_dirs:
+            try:
+                locked = self.locks[d].acquire()
+                dirs.append((scan_log_dir(d), locked))
+            except OSError as e:
+                errors.append(f"{d}: {e}")
+        overrides: Mapping[str, Mapping[str, str]] | None = None
+        layers: tuple[Mapping[str, str], ...] = ()
+        source = error = None
+        meta_dir = os.path.join(self.server.metadata_dir, METADATA_PARTITION_DIR)
+        if os.path.isdir(meta_dir):
+            try:
+                state = read_metadata(meta_dir)
+                overrides = state.topic_overrides()
+                layers = tuple(state.broker_layers(self.server.node_id))
+                source = ", ".join(state.sources)
+            except MetadataError as e:
+                error = str(e)  # every topic unknown (unless the overrides file names it)
+                overrides = {}
+        elif self.server.topic_overrides:
+            source = self.server.retentiond.get("kafka.topicOverrides")
+        return KafkaSnapshot(now_ms, tuple(dirs), overrides, layers, source, error, tuple(errors))
+
+    def _config_for(self, snap: KafkaSnapshot, topic: str) -> TopicConfig | None:
+        return self.server.config_for(topic, snap.overrides, snap.broker_layers)
+
+    def plan_round(self, snapshot: KafkaSnapshot, rnd: Round) -> KafkaPlan:
+        rnd.phase(Kind.KAFKA_SEGMENT.value)
+        planned: list[LogDirPlan] = []
+        try:
+            for ld, locked in snapshot.log_dirs:
+                parts = tuple(
+                    plan_partition(
+                        p,
+                        self._config_for(snapshot, p.topic),
+                        now_ms=rnd.now_ms,
+                        high_watermarks=ld.high_watermarks,
+                        log_start_offsets=ld.log_start_offsets,
+                        cleaner_enabled=self.server.cleaner_enable,
+                        broker_running=not locked,
+                        time_index_compat=self.server.time_index_compat,
+                    )
+                    for p in ld.partitions
+                )
+                if locked and not ld.errors:
+                    self._carry_out(ld, parts, rnd)
+                planned.append(LogDirPlan(ld.path, locked, parts, ld.foreign, ld.errors))
+        finally:
+            for lock in self.locks.values():
+                lock.release()
+        self.last_plan_only = [p.path for p in planned if not p.locked]
+        errors = [*snapshot.errors, *(e for p in planned for e in p.errors)]
+        if snapshot.metadata_error:
+            errors.append(snapshot.metadata_error)
+        return KafkaPlan(
+            now_ms=rnd.now_ms,
+            config_hash=self.settings.config_hash,
+            log_dirs=tuple(planned),
+            metadata_source=snapshot.metadata_source,
+            metadata_error=snapshot.metadata_error,
+            manual=rnd.manual,
+            dry_run=not rnd.executes,
+            errors=tuple(errors),
+            foreign=tuple(f for p in planned for f in p.foreign),
+        )
+
+    def _carry_out(self, ld: LogDirSnapshot, parts: tuple, rnd: Round) -> None:
+        """Each partition's prefix through the engine (holds, journal, re-check, unlink),
+        then what the engine does not know: companions, epochs, the checkpoint."""
+        result = OfflineResult(ld.path, True)
+        lso_entries = dict(ld.log_start_offsets or {})
+        changed = False
+        for plan in parts:
+            prefix = rnd.hold(plan.deletions)
+            run = tuple(d for d in prefix if d.delete)
+            if not run:
+                continue
+            if rnd.executes:
+                prepare_partition(plan, result)
+            outcomes = rnd.execute(Run(run))
+            gone = [o.decision.start_offset for o in outcomes if o.deleted]
+            for base in gone:
+                remove_companions(plan, base, result)
+            changed |= finish_partition(plan, gone, lso_entries)
+        if changed:
+            write_log_start_checkpoint(ld, lso_entries)
+
+    def redelete_candidate(self, now_ms: int, held: Mapping[str, HeldFile]) -> Decision | None:
+        return None  # Kafka has no reDeleteHangedFile
+
+    def status(self) -> dict[str, object]:
+        return {"plan_only_log_dirs": list(self.last_plan_only)}
+
+    def round_fields(self, plan: KafkaPlan, deleted: frozenset[str]) -> dict[str, object]:  # type: ignore[override]
+        return {
+            "plan_only_log_dirs": plan.plan_only_dirs(),
+            "metadata_source": plan.metadata_source,
+            "metadata_error": plan.metadata_error,
+            "reasons": plan.reason_counts(),
+        }
+
+    # ---- for people and dashboards ------------------------------------------------------
+    def render_plan(self, plan: KafkaPlan, *, all_queue_files: bool = False) -> str:  # type: ignore[override]
+        lines = []
+        for ld in plan.log_dirs:
+            head = "" if ld.locked else "  (plan-only: another process holds .lock)"
+            lines.append(f"{ld.path}{head}")
+            for p in ld.partitions:
+                if not all_queue_files and not p.deletions and p.partition.name.special:
+                    continue
+                lines.append(
+                    f"  {p.partition.name.name}: LSO {p.log_start_offset} HW {p.high_watermark}"
+                    f" LEO {p.log_end_offset} -> LSO {p.new_log_start_offset}"
+                )
+                for d in p.decisions:
+                    lines.append(
+                        f"    {d.start_offset:>20} {d.verdict:<6} {d.reason}"
+                        + (f" ({d.detail})" if d.detail else "")
+                    )
+        return "\n".join(lines) + "\n"
+
+    def status_fields(self, plan: KafkaPlan, deleted: frozenset[str]) -> dict[str, object]:  # type: ignore[override]
+        return {"plan_only_log_dirs": plan.plan_only_dirs(), "reasons": plan.reason_counts()}
+
+    def store_stats(  # type: ignore[override]
+        self, plan: KafkaPlan, deleted: frozenset[str], previous: StoreStats | None
+    ) -> StoreStats:
+        left = [d for d in plan.decisions() if d.path not in deleted and d.identity is not None]
+        oldest = min((d.identity.mtime_ms for d in left if d.identity), default=None)
+        stats = KindStats(
+            len(left), sum(d.identity.size for d in left if d.identity), oldest, plan.now_ms
+        )
+        return StoreStats({Kind.KAFKA_SEGMENT: stats})
+
+    def disk_figures(self, settings: Settings, now_ms: int) -> DiskFigures:
+        return DiskFigures(tuple(("log_dir", measure_path(d)) for d in self.server.log_dirs))
+
+    def phases_succeeded(self, plan: KafkaPlan) -> tuple[str, ...]:  # type: ignore[override]
+        return () if plan.errors else self.phases
+
+    # ---- just before an unlink ----------------------------------------------------------
+    def open_parent(self, decision: Decision) -> int:
+        """A segment sits in a partition dir directly under a configured log dir."""
+        part_dir = os.path.dirname(decision.path)
+        log_dir = os.path.dirname(part_dir)
+        if log_dir not in self.server.log_dirs or decision.kind is not Kind.KAFKA_SEGMENT:
+            raise PermissionError(f"{part_dir} is not a partition dir of a configured log dir")
+        return open_dir_below(log_dir, os.path.basename(part_dir))
+
+    def recheck(
+        self, decision: Decision, st: os.stat_result, now_ms: int, floor: int | None
+    ) -> str | None:
+        """The identity (size, mtime, inode) is unchanged, so the batches are; time only
+        moves forward. What can change is who holds the dir."""
+        log_dir = os.path.dirname(os.path.dirname(decision.path))
+        lock = self.locks.get(log_dir)
+        if lock is None or not lock.acquire():
+            return "the log dir's .lock is no longer ours"
+        return None
+
+    def journal_fields(self, decision: Decision, now_ms: int) -> dict[str, object]:
+        return {
+            "forced": False,
+            "topic": decision.topic,
+            "partition": decision.queue_id,
+            "base_offset": decision.start_offset,
+        }

@@ -1,0 +1,87 @@
+"""One Kafka round's plan as the engine, the journal and the reports read it
+(``engine.kind.RoundPlan``)."""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+
+from retentiond.engine.decision import Decision
+from retentiond.kinds.kafka.policy import PartitionPlan
+from retentiond.reasons import SCHEMA_VERSION
+
+
+@dataclass(frozen=True)
+class LogDirPlan:
+    path: str
+    locked: bool  # False: another process holds .lock, the dir is plan-only
+    partitions: tuple[PartitionPlan, ...]
+    foreign: tuple[tuple[str, str], ...] = ()
+    errors: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class KafkaPlan:
+    now_ms: int
+    config_hash: str
+    log_dirs: tuple[LogDirPlan, ...]
+    metadata_source: str | None  # what per-topic configs came from
+    metadata_error: str | None = None
+    manual: bool = False
+    dry_run: bool = True
+    errors: tuple[str, ...] = field(default=())
+    foreign: tuple[tuple[str, str], ...] = field(default=())
+
+    def decisions(self) -> Iterator[Decision]:
+        for ld in self.log_dirs:
+            for p in ld.partitions:
+                yield from p.decisions
+
+    def store_errors(self) -> list[str]:
+        return list(self.errors)
+
+    def problems(self) -> list[tuple[str, str]]:
+        return list(self.foreign)
+
+    def ran_deletion_pass(self) -> bool:
+        return any(ld.locked for ld in self.log_dirs)
+
+    def plan_only_dirs(self) -> list[str]:
+        return [ld.path for ld in self.log_dirs if not ld.locked]
+
+    def reason_counts(self) -> dict[str, int]:
+        return dict(Counter(f"{d.verdict}:{d.reason}" for d in self.decisions()))
+
+    def as_dict(self, *, all_queue_files: bool = True) -> dict[str, object]:
+        return {
+            "schema_version": SCHEMA_VERSION,
+            "kind": "kafka",
+            "now_ms": self.now_ms,
+            "config_hash": self.config_hash,
+            "dry_run": self.dry_run,
+            "manual": self.manual,
+            "metadata": {"source": self.metadata_source, "error": self.metadata_error},
+            "errors": list(self.errors),
+            "log_dirs": [
+                {
+                    "path": ld.path,
+                    "plan_only": not ld.locked,
+                    "partitions": [
+                        {
+                            "topic": p.partition.topic,
+                            "partition": p.partition.partition,
+                            "log_start_offset": p.log_start_offset,
+                            "high_watermark": p.high_watermark,
+                            "log_end_offset": p.log_end_offset,
+                            "new_log_start_offset": p.new_log_start_offset,
+                            "roll_offset": p.roll_offset,
+                            "segments": [d.as_dict(self.now_ms) for d in p.decisions],
+                        }
+                        for p in ld.partitions
+                        if all_queue_files or p.deletions
+                    ],
+                }
+                for ld in self.log_dirs
+            ],
+        }

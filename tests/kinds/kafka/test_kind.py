@@ -1,0 +1,49 @@
+"""The StoreKind sketch in a ``plan`` round on a generated log dir: it plans, explains, and
+changes nothing, and the log dir's lock is free again afterwards."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from types import SimpleNamespace
+
+from retentiond.engine.execute import RoundContext
+from retentiond.engine.guard import Guard
+from retentiond.engine.round import Mode, Round
+from retentiond.kinds.kafka.config import load_server_properties
+from retentiond.kinds.kafka.kind import Kafka
+from retentiond.kinds.kafka.offline import LogDirLock
+from retentiond.reasons import Reason
+from retentiond.storegen.kafka import KafkaStoreSpec, generate_kafka_store, write_server_properties
+
+
+def test_plan_round_changes_nothing(tmp_path: Path) -> None:
+    spec = KafkaStoreSpec(topics={"orders": 2}, records_per_partition=600)
+    store = generate_kafka_store(tmp_path / "logs", spec)
+    server = load_server_properties(
+        str(write_server_properties(tmp_path / "server.properties", [store.log_dir]))
+    )
+    # Settings for a Kafka config is the lead's wiring; the kind reads only config_hash
+    kind = Kafka(SimpleNamespace(config_hash="h"), server)  # type: ignore[arg-type]
+    before = sorted(str(p) for p in store.log_dir.rglob("*"))
+    rnd = Round(
+        kind,  # type: ignore[arg-type]
+        Guard(),
+        now_ms=spec.now_ms,
+        manual=False,
+        mode=Mode.PLAN,
+        held=dict,
+        remember_held=lambda _h: None,
+        executor=None,
+        context=RoundContext("h", True, None, lambda: spec.now_ms),
+    )
+    plan = kind.plan_round(kind.scan(spec.now_ms), rnd)
+    assert sorted(str(p) for p in store.log_dir.rglob("*")) == before
+    assert plan.dry_run and not plan.errors and plan.plan_only_dirs() == []
+    assert any(d.reason is Reason.RETENTION_MS_BREACH for d in plan.decisions()), kind.render_plan(
+        plan
+    )
+    doc = plan.as_dict()
+    assert doc["kind"] == "kafka" and doc["log_dirs"][0]["plan_only"] is False  # type: ignore[index]
+    assert "retention_ms_breach" in kind.render_plan(plan)
+    with LogDirLock(str(store.log_dir)) as lock:
+        assert lock.acquire()  # released at the end of the round
