@@ -49,6 +49,7 @@ class RocketMQ:
         self.lister = QueueLister()  # directory listings carried between rounds
         self.queue_memo: dict = {}  # earlier per-queue decisions (see plan_queues)
         self.last_physical_min_offset = 0  # upstream CleanConsumeQueueService; 0 after a restart
+        self.dry_run_min_offset = 0  # the same gate for dry-run rounds (never for real ones)
         self.last_usage: DiskUsage | None = None  # per-path ratios for the round record
 
     def reconfigure(self, settings: Settings) -> None:
@@ -79,6 +80,8 @@ class RocketMQ:
         cl = hold_commitlog(self._plan_commitlog(snapshot, rnd), rnd.hold)
         rnd.note_disk_ratio(cl.triggers.physic_ratio)
         gate = self.last_physical_min_offset
+        if not rnd.executes and rnd.remembers:
+            gate = max(gate, self.dry_run_min_offset)
         qp = QueuesPlan(cl.min_offset_after, gate, examined=False)
         done = rnd.execute(commitlog_run(cl, s))
         if not rnd.halted:
@@ -96,8 +99,15 @@ class RocketMQ:
                 memo=self.queue_memo,
             )
             qp = hold_queues(qp, rnd.hold)
-            if rnd.executes and qp.examined:
+            if qp.examined and rnd.executes:
                 self.last_physical_min_offset = min_offset
+            elif qp.examined and rnd.remembers:
+                # A dry run remembers the minimum the real round would have acted on (the
+                # CommitLog as if its run had gone), so its next rounds skip the queues as a
+                # real daemon's would instead of re-reading every queue every round. It is
+                # kept apart from the real gate: a real round after dry ones (dryRun turned
+                # off by a reload) still examines the queues once. ``plan`` changes nothing.
+                self.dry_run_min_offset = min_offset
             for run in queue_runs(qp, s):
                 rnd.execute(run)
         return Plan(
