@@ -64,7 +64,7 @@ def test_plan_remembers_nothing(tmp_path):
 
 def test_a_real_round_after_dry_ones_still_examines_the_queues(tmp_path):
     """dryRun turned off by a reload: the dry-run memory is no gate for real deletions."""
-    store, cleaner = _cleaner(tmp_path)
+    _, cleaner = _cleaner(tmp_path)
     cleaner.run_round(dry_run=True)
     real = cleaner.run_round()
     assert real.plan.queues.examined
