@@ -74,8 +74,10 @@ def save(path: Path, consumequeue_dir: str, lister: QueueLister, reader: BinaryR
     }
     tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
     try:
+        # dumps, not dump: only the one-shot encoder is the C one (10x faster here).
+        text = json.dumps(doc, separators=(",", ":"))
         with open(tmp, "w", encoding="ascii") as f:
-            json.dump(doc, f, separators=(",", ":"))
+            f.write(text)
         os.replace(tmp, path)
     except OSError as exc:
         log.warning("cannot write the scan cache", file=str(path), error=str(exc))
