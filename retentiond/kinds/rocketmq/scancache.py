@@ -164,9 +164,9 @@ def _parse(
             or len(vals) != len(names) - 1
         ):
             raise ValueError(f"bad queue entry for {topic!r}/{dirname!r}")
-        for n in names:
-            if type(n) is not str or len(n) != 20 or not n.isascii() or not n.isdigit():
-                raise ValueError(f"bad file name {n!r}")
+        joined = "".join(names)  # TypeError for a name that is not a string
+        if not (joined.isascii() and joined.isdigit()) or set(map(len, names)) != {20}:
+            raise ValueError(f"bad file names in {topic!r}/{dirname!r}")
         qpath = f"{consumequeue_dir}/{topic}/{dirname}"
         for name, v in zip(names, vals, strict=False):
             if v is None:
