@@ -17,6 +17,7 @@ temporary file and renamed into place.
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import hashlib
 import json
 import os
@@ -112,7 +113,16 @@ def load(path: Path, consumequeue_dir: str, lister: QueueLister, reader: BinaryR
     queues, values = entries
     lister.preload(queues)
     reader.preload(values)
+    del doc, raw, entries
+    _trim_heap()
     return len(queues)
+
+
+def _trim_heap() -> None:
+    """Give the parsed document's memory back to the system (glibc keeps freed heap pages
+    otherwise, and the daemon's resident size would carry the whole JSON text for good)."""
+    with contextlib.suppress(OSError, AttributeError):  # not glibc: nothing to do
+        ctypes.CDLL(None).malloc_trim(0)
 
 
 def _int(x: object) -> int:
