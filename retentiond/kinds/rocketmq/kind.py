@@ -152,10 +152,10 @@ class RocketMQ:
                 # kept apart from the real gate: a real round after dry ones (dryRun turned
                 # off by a reload) still examines the queues once. ``plan`` changes nothing.
                 self.dry_run_min_offset = min_offset
-            if qp.examined and rnd.remembers:
-                self._save_scan_cache()
             for run in queue_runs(qp, s):
                 rnd.execute(run)
+            if qp.examined and rnd.remembers:
+                self._save_scan_cache()  # after the unlinks: the listings it saves are current
         return Plan(
             now_ms=rnd.now_ms,
             timezone=s.daemon.timezone or "local",
