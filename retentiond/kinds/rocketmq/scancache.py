@@ -77,7 +77,8 @@ def save(path: Path, consumequeue_dir: str, lister: QueueLister, reader: BinaryR
     try:
         # dumps, not dump: only the one-shot encoder is the C one (10x faster here).
         text = json.dumps(doc, separators=(",", ":"))
-        with open(tmp, "w", encoding="ascii") as f:
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o640)  # as the journal's
+        with open(fd, "w", encoding="ascii") as f:
             f.write(text)
         os.replace(tmp, path)
     except OSError as exc:
