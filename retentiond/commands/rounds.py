@@ -64,7 +64,13 @@ def cmd_plan(args: argparse.Namespace) -> int:
     cleaner = Cleaner(kind_for(settings))
     plan = cleaner.plan(manual=args.manual)
     if args.json:
-        json.dump(plan.as_dict(), sys.stdout, indent=2)
+        as_document = getattr(plan, "as_document", None)  # streamed when the kind can
+        if as_document is not None:
+            from retentiond.engine import jsonstream
+
+            jsonstream.dump(as_document(), sys.stdout)
+        else:
+            json.dump(plan.as_dict(), sys.stdout, indent=2)
         print()
     else:
         print(cleaner.kind.render_plan(plan, all_queue_files=args.all))

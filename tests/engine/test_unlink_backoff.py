@@ -154,13 +154,20 @@ def test_an_immutable_file_is_retried_with_backoff_not_every_round(
              "--config", str(config)], stdout=fh, stderr=fh,
         )  # fmt: skip
     try:
-        rounds = wait_for(
-            "60 rounds", lambda: len(journal_records(journal, "round")) >= 60, proc, log
-        )
-        assert rounds
+        wait_for("60 rounds", lambda: len(journal_records(journal, "round")) >= 60, proc, log)
+        rounds = journal_records(journal, "round")
         intents = journal_records(journal, "intent")
         aborts = journal_records(journal, "abort")
-        assert 1 <= len(intents) <= 5, f"{len(intents)} intents in 60 rounds: a flood"
+        # At most one attempt per backoff step in the time those rounds took (rounds slow
+        # down on a loaded machine; the backoff is in time, not in rounds): a handful, never
+        # one per round.
+        span_ms = sorted(r["time_ms"] for r in rounds)[59] - min(r["time_ms"] for r in intents)
+        allowed, waited = 1, 0
+        while waited + backoff_ms(allowed, CAP_MS) <= span_ms + 1000:
+            waited += backoff_ms(allowed, CAP_MS)
+            allowed += 1
+        assert 1 <= len(intents) <= allowed, f"{len(intents)} intents in {span_ms} ms: a flood"
+        assert len(intents) <= len(rounds) // 10
         assert {r["id"] for r in aborts} == {r["id"] for r in intents}
         assert {r["file"] for r in intents} == {str(first)}
         assert all("Operation not permitted" in r["error"] for r in aborts)
@@ -191,8 +198,10 @@ def test_an_immutable_file_is_retried_with_backoff_not_every_round(
         assert failures and float(failures[0].rsplit(" ", 1)[1]) >= attempts
 
         # The log says it once per backoff step (once per attempt), not once per round.
+        before = len(journal_records(journal, "abort"))
         said = log_lines(log, "unlink refused: the file is kept and retried with backoff")
-        assert len(said) == len(journal_records(journal, "abort"))
+        after = len(journal_records(journal, "abort"))
+        assert before <= len(said) <= after  # an attempt may land between the two reads
 
         # The fault ends: the file goes on the first round after its backoff has passed.
         chattr("-i", first)

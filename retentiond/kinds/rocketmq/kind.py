@@ -15,6 +15,7 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 from dataclasses import replace
+from pathlib import Path
 
 from retentiond.config.settings import Settings
 from retentiond.engine.decision import Decision
@@ -22,6 +23,8 @@ from retentiond.engine.execute import Run, open_dir_below
 from retentiond.engine.figures import DiskFigures, StoreStats
 from retentiond.engine.holds import HeldFile
 from retentiond.engine.round import Round
+from retentiond.journal.place import default_journal_dir
+from retentiond.kinds.rocketmq import scancache
 from retentiond.kinds.rocketmq.commitlog import expired_pending, newest_kept_index, plan_commitlog
 from retentiond.kinds.rocketmq.disk import DiskUsage, measure, round_fields
 from retentiond.kinds.rocketmq.figures import disk_figures, status_fields, store_stats
@@ -57,12 +60,53 @@ class RocketMQ:
         self.lister = QueueLister()  # directory listings carried between rounds
         self.queue_memo: dict = {}  # earlier per-queue decisions (see plan_queues)
         self.last_physical_min_offset = 0  # upstream CleanConsumeQueueService; 0 after a restart
+        self.dry_run_min_offset = 0  # the same gate for dry-run rounds (never for real ones)
         self.last_usage: DiskUsage | None = None  # per-path ratios for the round record
+        # The scan cache file (see scancache): loaded before the first scan, written after a
+        # remembering round that had to list or read anything. None: not yet looked up.
+        self._cache_path: Path | None = None
+        self._cache_loaded = False
+        self._saved_reads = 0
+        self.cache_loaded_queues = 0  # for tests, benchmarks and the start-up log
+
+    def _scan_cache_path(self) -> Path | None:
+        """Beside the journal: the configured journal directory, else the journal's default
+        one when it exists (never created here)."""
+        if self._cache_path is None:
+            s = self.settings
+            if s.daemon.journal_dir is not None:
+                directory = Path(s.daemon.journal_dir)
+            else:
+                directory = default_journal_dir(self.directories())
+            self._cache_path = scancache.cache_file(directory, str(s.consumequeue_dir))
+        return self._cache_path if self._cache_path.parent.is_dir() else None
+
+    def _load_scan_cache(self) -> None:
+        if self._cache_loaded:
+            return
+        self._cache_loaded = True
+        path = self._scan_cache_path()
+        if path is not None:
+            self.cache_loaded_queues = scancache.load(
+                path, str(self.settings.consumequeue_dir), self.lister, self.reader
+            )
+        self._saved_reads = self.reader.reads
+
+    def _save_scan_cache(self) -> None:
+        """After a round that listed a directory or opened a file: write the cache again."""
+        if self.lister.queues_listed == 0 and self.reader.reads == self._saved_reads:
+            return
+        path = self._scan_cache_path()
+        if path is not None and scancache.save(
+            path, str(self.settings.consumequeue_dir), self.lister, self.reader
+        ):
+            self._saved_reads = self.reader.reads
 
     def reconfigure(self, settings: Settings) -> None:
         if settings.mapped_file_size_consumequeue != self.settings.mapped_file_size_consumequeue:
             self.reader = BinaryReader(settings.mapped_file_size_consumequeue)
             self.queue_memo = {}
+            self._saved_reads = 0
         self.settings = settings
 
     # ---- where its files are ------------------------------------------------------------
@@ -79,6 +123,7 @@ class RocketMQ:
 
     # ---- a round ------------------------------------------------------------------------
     def scan(self, now_ms: int) -> Snapshot:
+        self._load_scan_cache()
         return scan(self.settings, now_ms=now_ms, lister=self.lister)
 
     def plan_round(self, snapshot: Snapshot, rnd: Round) -> Plan:
@@ -87,6 +132,8 @@ class RocketMQ:
         cl = hold_commitlog(self._plan_commitlog(snapshot, rnd), rnd.hold)
         rnd.note_disk_ratio(cl.triggers.physic_ratio)
         gate = self.last_physical_min_offset
+        if not rnd.executes and rnd.remembers:
+            gate = max(gate, self.dry_run_min_offset)
         qp = QueuesPlan(cl.min_offset_after, gate, examined=False)
         done = rnd.execute(commitlog_run(cl, s))
         if not rnd.halted:
@@ -104,10 +151,19 @@ class RocketMQ:
                 memo=self.queue_memo,
             )
             qp = hold_queues(qp, rnd.hold)
-            if rnd.executes and qp.examined:
+            if qp.examined and rnd.executes:
                 self.last_physical_min_offset = min_offset
+            elif qp.examined and rnd.remembers:
+                # A dry run remembers the minimum the real round would have acted on (the
+                # CommitLog as if its run had gone), so its next rounds skip the queues as a
+                # real daemon's would instead of re-reading every queue every round. It is
+                # kept apart from the real gate: a real round after dry ones (dryRun turned
+                # off by a reload) still examines the queues once. ``plan`` changes nothing.
+                self.dry_run_min_offset = min_offset
             for run in queue_runs(qp, s):
                 rnd.execute(run)
+            if qp.examined and rnd.remembers:
+                self._save_scan_cache()  # after the unlinks: the listings it saves are current
         return Plan(
             now_ms=rnd.now_ms,
             timezone=s.daemon.timezone or "local",

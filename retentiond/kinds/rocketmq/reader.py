@@ -62,6 +62,16 @@ class BinaryReader:
         self._cache_limit = cache_limit
         self.reads = 0  # for tests and benchmarks: how many files were actually opened
 
+    def cached_values(self) -> dict[str, tuple[FileIdentity, int]]:
+        """Path -> (identity, value) of full files read so far (for the scan cache file)."""
+        return self._cq_cache
+
+    def preload(self, values: dict[str, tuple[FileIdentity, int]]) -> None:
+        """Values from the cache file; each is used only once an lstat shows the same
+        identity (the lister hands out loaded listings as not ``unchanged`` the first time)."""
+        if len(self._cq_cache) + len(values) <= self._cache_limit:
+            self._cq_cache.update(values)
+
     def cq_last_offset(self, path: str, *, trust_cache: bool = False) -> ReadResult:
         """CommitLog offset of the last unit of a full, non-last ConsumeQueue file.
 

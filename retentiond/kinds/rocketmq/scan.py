@@ -163,9 +163,13 @@ class QueueLister:
         # path -> (mtime_ns, ino, what the listing produced, foreign entries found)
         self._parents: dict[str, tuple[int, int, tuple[tuple[str, str, int | None], ...],
                                        tuple[ForeignEntry, ...]]] = {}  # fmt: skip
-        self._queues: dict[str, tuple[int, int, QueueListing | None, tuple[ForeignEntry, ...]]]
-        self._queues = {}
+        # path -> ((mtime_ns, ctime_ns), ino, dev, listing, foreign entries found). The change
+        # time too: utime() can set an mtime back, never a ctime.
+        self._queues: dict[
+            str, tuple[tuple[int, int], int, int, QueueListing | None, tuple[ForeignEntry, ...]]
+        ] = {}
         self.listed = 0  # directories actually read in the last walk (benchmarks, tests)
+        self.queues_listed = 0  # of which queue directories (what the scan cache holds)
 
     @staticmethod
     def _stat(path: str) -> os.stat_result | None:
@@ -216,12 +220,24 @@ class QueueLister:
             self._queues.pop(path, None)
             return None
         cached = self._queues.get(path)
-        if cached is not None and cached[0] == st.st_mtime_ns and cached[1] == st.st_ino:
-            if cached[3]:
-                foreign.extend(cached[3])
-            return cached[2]
+        if (
+            cached is not None
+            and cached[0] == (st.st_mtime_ns, st.st_ctime_ns)
+            and cached[1] == st.st_ino
+            and cached[2] == st.st_dev
+        ):
+            if cached[4]:
+                foreign.extend(cached[4])
+            listing = cached[3]
+            if listing is not None and not listing.unchanged:
+                # Loaded from a cache file: this round re-checks each file's identity;
+                # from the next one on the listing is as trusted as one taken here.
+                trusted = QueueListing(*listing[:4], True)
+                self._queues[path] = (cached[0], cached[1], cached[2], trusted, cached[4])
+            return listing
         listed_at = time.time_ns()
         self.listed += 1
+        self.queues_listed += 1
         try:
             names, strangers = _list_dir(path, foreign)
         except OSError:
@@ -230,16 +246,27 @@ class QueueLister:
         listing = QueueListing(topic, queue_id, path, tuple(names)) if names else None
         if st.st_mtime_ns < listed_at - _RACY_NS:
             again = listing._replace(unchanged=True) if listing is not None else None
-            self._queues[path] = (st.st_mtime_ns, st.st_ino, again, tuple(strangers))
+            times = (st.st_mtime_ns, st.st_ctime_ns)
+            self._queues[path] = (times, st.st_ino, st.st_dev, again, tuple(strangers))
         else:
             self._queues.pop(path, None)
         return listing
+
+    def queue_entries(self):
+        """The remembered queue listings, for the scan cache file."""
+        return self._queues.items()
+
+    def preload(self, entries: dict) -> None:
+        """Listings from the cache file (``scancache``), used only while each directory keeps
+        its identity, and handed out as not ``unchanged`` the first time so that every file's
+        identity is checked again before its cached value is used."""
+        self._queues.update(entries)
 
     def iter_queues(
         self, consumequeue_dir: str, foreign: list[ForeignEntry]
     ) -> Iterator[QueueListing]:
         """Every ``topic/queueId`` directory with its file names; files are not stat-ed."""
-        self.listed = 0
+        self.listed = self.queues_listed = 0
         for topic, topic_path, _ in self._children(consumequeue_dir, foreign):
             for _, queue_path, queue_id in self._children(topic_path, foreign):
                 if queue_id is None:
