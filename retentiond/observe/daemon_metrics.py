@@ -11,10 +11,13 @@ Prometheus that cannot scrape the target sees ``up == 0`` and alerts (Retentiond
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING
 
 import structlog
 from prometheus_client import disable_created_metrics
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+from prometheus_client.registry import Collector
 
 from retentiond.config.metrics import is_loopback, parse_listen
 from retentiond.config.settings import Settings
@@ -42,6 +45,47 @@ def build_server(metrics: RetentionMetrics, settings: Settings) -> MetricsServer
     return MetricsServer(metrics.registry, host, port, tls=tls, password=password)
 
 
+class EndpointCollector(Collector):
+    """Read at scrape time from the listeners' own ``state``, so a count never lags.
+
+    ``retentiond_endpoint_up{endpoint}`` is 0 while a listener is being re-created;
+    ``retentiond_endpoint_client_errors_total{endpoint,kind}`` counts connections that failed
+    or were refused (``busy``, ``timeout``, ``bad_request``, exception names);
+    ``retentiond_endpoint_restarts_total{endpoint}`` counts re-creations."""
+
+    def __init__(self, states: Callable[[], dict[str, dict[str, object] | None]]) -> None:
+        self.states = states
+
+    def collect(self) -> Iterator[GaugeMetricFamily | CounterMetricFamily]:
+        up = GaugeMetricFamily(
+            "retentiond_endpoint_up",
+            "1 while the listener accepts connections, 0 while it is down or re-created",
+            labels=["endpoint"],
+        )
+        restarts = CounterMetricFamily(
+            "retentiond_endpoint_restarts",
+            "Times the listener failed and was re-created",
+            labels=["endpoint"],
+        )
+        errors = CounterMetricFamily(
+            "retentiond_endpoint_client_errors",
+            "Client connections that failed or were refused, by kind",
+            labels=["endpoint", "kind"],
+        )
+        for name, state in self.states().items():
+            if state is None:
+                up.add_metric([name], 0)
+                continue
+            up.add_metric([name], 1 if state.get("up") else 0)
+            restarts.add_metric([name], float(state.get("restarts") or 0))  # type: ignore[arg-type]
+            counts = state.get("errors")
+            for kind, n in sorted(counts.items() if isinstance(counts, dict) else []):
+                errors.add_metric([name, kind], n)
+        yield up
+        yield restarts
+        yield errors
+
+
 class DaemonMetrics:
     def __init__(self, daemon: Daemon) -> None:
         # `_created` samples double the series count and no dashboard or rule here uses them.
@@ -52,6 +96,14 @@ class DaemonMetrics:
         )
         self.metrics.watch(daemon.cleaner)
         self.server: MetricsServer | None = None
+        self.metrics.registry.register(
+            EndpointCollector(
+                lambda: {
+                    "control": daemon.control.state,
+                    "metrics": self.server.state if self.server is not None else None,
+                }
+            )
+        )
 
     def start(self) -> str | None:
         """Serve /metrics; returns its URL, or None if it could not be started (logged)."""
