@@ -237,6 +237,7 @@ class _UnixServer(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
             with contextlib.suppress(OSError):
                 request.settimeout(0.2)
                 request.sendall(_encode({"ok": False, "error": "busy: too many clients; retry"}))
+            _drain(request)
             self.shutdown_request(request)
             return
         try:
@@ -254,6 +255,16 @@ class _UnixServer(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
     def handle_error(self, request: Any, client_address: Any) -> None:
         exc = sys.exc_info()[1]
         self.control.errors.add(type(exc).__name__ if exc else "unknown", exc)
+
+
+def _drain(conn: socket.socket) -> None:
+    """Read what the client already sent, without waiting: closing a socket with unread
+    data resets it, and the client would lose the reply it was sent."""
+    with contextlib.suppress(OSError):
+        conn.setblocking(False)
+        for _ in range(64):
+            if not conn.recv(65536):
+                return
 
 
 def _encode(reply: Mapping[str, object]) -> bytes:
@@ -387,6 +398,7 @@ class ControlServer:
             self.errors.add(type(exc).__name__, exc)
         except Exception as exc:  # the thread must never die with a trace; count and move on
             self.errors.add(type(exc).__name__, exc)
+        _drain(conn)
 
     def _answer(self, conn: socket.socket, deadline: float) -> None:
         uid = _peer_uid(conn)
