@@ -11,6 +11,7 @@ Prometheus that cannot scrape the target sees ``up == 0`` and alerts (Retentiond
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING
 
@@ -30,6 +31,8 @@ if TYPE_CHECKING:
     from retentiond.daemon.service import Daemon
 
 log = structlog.get_logger("retentiond.metrics")
+
+_BIND_BACKOFF_S = (1.0, 2.0, 5.0, 10.0, 30.0)
 
 
 def build_server(metrics: RetentionMetrics, settings: Settings) -> MetricsServer:
@@ -96,6 +99,8 @@ class DaemonMetrics:
         )
         self.metrics.watch(daemon.cleaner)
         self.server: MetricsServer | None = None
+        self._retry: threading.Thread | None = None
+        self._stopped = threading.Event()
         self.metrics.registry.register(
             EndpointCollector(
                 lambda: {
@@ -106,17 +111,41 @@ class DaemonMetrics:
         )
 
     def start(self) -> str | None:
-        """Serve /metrics; returns its URL, or None if it could not be started (logged)."""
+        """Serve /metrics; returns its URL, or None if it could not be started (logged).
+
+        A bind that fails (the port still held by a dying predecessor, say) is retried in
+        the background with backoff, so monitoring comes back without a restart; until then
+        ``retentiond_endpoint_up{endpoint="metrics"}`` and ``status`` say it is down."""
+        url = self._try_start(log_failure=True)
+        if url is None and self._retry is None:
+            self._retry = threading.Thread(
+                target=self._retry_bind, name="metrics-bind", daemon=True
+            )
+            self._retry.start()
+        return url
+
+    def _retry_bind(self) -> None:
+        for wait in _BIND_BACKOFF_S:
+            if self._stopped.wait(wait):
+                return
+            if self._try_start(log_failure=False) is not None:
+                return
+        while not self._stopped.wait(_BIND_BACKOFF_S[-1]):
+            if self._try_start(log_failure=False) is not None:
+                return
+
+    def _try_start(self, *, log_failure: bool) -> str | None:
         settings = self.metrics.current_settings()
         try:
             server = build_server(self.metrics, settings)
             url = server.start()
         except (OSError, ValueError) as exc:
-            log.error(
-                "cannot serve /metrics; cleaning continues without it",
-                listen=settings.daemon.metrics_listen,
-                error=str(exc),
-            )
+            if log_failure:
+                log.error(
+                    "cannot serve /metrics; cleaning continues without it, retrying",
+                    listen=settings.daemon.metrics_listen,
+                    error=str(exc),
+                )
             return None
         self.server = server
         log.info(
@@ -147,6 +176,9 @@ class DaemonMetrics:
             log.exception("metrics: cannot observe the round")
 
     def stop(self) -> None:
+        self._stopped.set()
+        if self._retry is not None:
+            self._retry.join(timeout=1.0)
         if self.server is not None:
             self.server.stop()
             self.server = None

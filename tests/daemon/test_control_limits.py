@@ -1,6 +1,6 @@
-"""The control socket under broken and hostile clients (issue 15): nesting and size limits,
-a deadline on the whole request, a bounded pool that answers "busy" at once, failures
-counted, and a listener that is re-created when its loop dies."""
+"""The control socket (and /metrics) under broken and hostile clients (issue 15): nesting
+and size limits, a deadline on the whole request, a bounded pool that answers "busy" (or 503)
+at once, failures counted, and a listener that is re-created when its loop dies."""
 
 from __future__ import annotations
 
@@ -10,13 +10,17 @@ import socket
 import tempfile
 import threading
 import time
+import urllib.error
+import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from prometheus_client import CollectorRegistry
 
 from retentiond.daemon import control
 from retentiond.daemon.control import BadRequest, ControlServer, parse_request, request
+from retentiond.observe.server import MetricsServer
 
 COMMANDS = {"status": None, "trigger-delete": None}
 
@@ -183,5 +187,62 @@ def test_a_dead_listener_is_re_created_with_backoff(short_dir: Path) -> None:
         assert srv.restarts == 1 and srv.up
         assert srv.state["last_error"] == "OSError: listener broke"
         assert request(srv.path, "status") == {"rounds": 3}
+    finally:
+        srv.stop()
+
+
+def _metrics_server(max_requests: int) -> MetricsServer:
+    srv = MetricsServer(CollectorRegistry(), "127.0.0.1", 0, max_requests=max_requests)
+    srv.start()
+    return srv
+
+
+def _get(url: str) -> int:
+    try:
+        with urllib.request.urlopen(url, timeout=2) as resp:
+            return int(resp.status)
+    except urllib.error.HTTPError as exc:
+        return int(exc.code)
+
+
+def test_metrics_past_max_requests_answers_503_at_once() -> None:
+    srv = _metrics_server(2)
+    try:
+        held = [socket.create_connection(("127.0.0.1", srv.port)) for _ in range(2)]
+        time.sleep(0.1)
+        start = time.monotonic()
+        assert _get(srv.url) == 503
+        assert time.monotonic() - start < 0.5
+        for s in held:
+            s.close()
+        deadline = time.monotonic() + 5
+        while _get(srv.url) != 200:
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
+        assert srv.state["errors"].get("busy", 0) >= 1  # type: ignore[union-attr]
+    finally:
+        srv.stop()
+
+
+def test_a_dead_metrics_listener_is_re_created() -> None:
+    srv = _metrics_server(4)
+    try:
+        httpd = srv._httpd
+        assert httpd is not None
+        original = httpd.service_actions
+        calls = {"n": 0}
+
+        def fail_once() -> None:
+            calls["n"] += 1
+            if calls["n"] == 1:
+                raise OSError("listener broke")
+            original()
+
+        httpd.service_actions = fail_once  # type: ignore[method-assign]
+        deadline = time.monotonic() + 5
+        while srv.restarts == 0 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert srv.restarts == 1 and srv.up
+        assert _get(srv.url) == 200
     finally:
         srv.stop()

@@ -130,7 +130,10 @@ def test_endpoints_survive_hostile_clients(start_daemon: Callable[..., Running])
     served = sum(1 for _, r in results if r.get("ok"))
     print(f"50 concurrent status: {served} served, {50 - served} told busy")
     assert served >= 1
-    assert d.status()["endpoints"]["control"]["up"] is True
+    doc = d.status()
+    assert doc["endpoints"]["control"]["up"] is True
+    assert doc["endpoints"]["control"]["errors"].get("bad_request", 0) > 0
+    assert "control   up; failed clients: " in d.cli("status").out
 
     # --- /metrics: 1,000 idle TCP connections, then 100 slow-loris clients --------------
     idle_tcp = [_tcp(port) for _ in range(1000)]
@@ -180,3 +183,21 @@ def test_endpoints_survive_hostile_clients(start_daemon: Callable[..., Running])
     assert d.proc.poll() is None
     assert "Traceback" not in d.log.read_text()
     assert os.path.exists(sock_path)
+
+
+def test_a_metrics_port_held_at_start_is_retried_until_it_binds(
+    start_daemon: Callable[..., Running],  # noqa: F811
+) -> None:
+    holder = socket.socket()
+    holder.bind(("127.0.0.1", 0))
+    holder.listen(1)
+    port = holder.getsockname()[1]
+    d = start_daemon(retentiond={"metrics": {"listen": f"127.0.0.1:{port}"}})
+    d.notify.wait_for("READY")
+    d.wait_until("the bind failure", lambda: "cannot serve /metrics" in d.log.read_text())
+    assert d.status()["endpoints"]["metrics"] is None
+    assert "metrics   not serving" in d.cli("status").out
+    holder.close()
+    d.wait_until("the retried bind", lambda: "metrics listening" in d.log.read_text(), 10)
+    assert _scrape(f"http://127.0.0.1:{port}/metrics", 5) == 200
+    assert d.status()["endpoints"]["metrics"]["up"] is True
