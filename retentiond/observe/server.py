@@ -159,7 +159,7 @@ class TlsFiles:
 
 
 MAX_REQUESTS = 40  # node_exporter's --web.max-requests default; 503 beyond it
-REQUEST_DEADLINE_S = 10.0  # the whole request, handshake included, not each recv
+REQUEST_DEADLINE_S = 10.0  # the whole request, TLS handshake included, not each recv
 _BACKOFF_S = (0.1, 0.5, 1.0, 5.0)
 _BUSY_BODY = b"503 Service Unavailable: too many concurrent scrapes\n"
 _BUSY = (
@@ -207,11 +207,11 @@ class _QuietHandler(WSGIRequestHandler):
     timeout = REQUEST_DEADLINE_S
 
     def setup(self) -> None:
-        if isinstance(self.request, ssl.SSLSocket):
-            super().setup()  # sets the timeout, which now bounds the handshake too
-            self.connection.do_handshake()
-            return
         deadline = time.monotonic() + REQUEST_DEADLINE_S
+        self.connection = self.request
+        if isinstance(self.request, ssl.SSLSocket):
+            self.request.settimeout(REQUEST_DEADLINE_S)  # the handshake is inside the deadline
+            self.request.do_handshake()
         self.connection = _DeadlineSocket(self.request, deadline)  # type: ignore[assignment]
         self.rfile = io.BufferedReader(self.connection.makefile("rb"))
         self.wfile = self.connection.makefile("wb", 0)  # wsgiref loops over partial writes

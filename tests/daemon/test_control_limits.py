@@ -4,6 +4,7 @@ at once, failures counted, and a listener that is re-created when its loop dies.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import shutil
 import socket
@@ -243,6 +244,24 @@ def test_a_dead_metrics_listener_is_re_created() -> None:
         while srv.restarts == 0 and time.monotonic() < deadline:
             time.sleep(0.05)
         assert srv.restarts == 1 and srv.up
+        assert _get(srv.url) == 200
+    finally:
+        srv.stop()
+
+
+def test_a_metrics_slow_loris_is_cut_by_the_deadline(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr("retentiond.observe.server.REQUEST_DEADLINE_S", 0.5)
+    srv = _metrics_server(4)
+    try:
+        with socket.create_connection(("127.0.0.1", srv.port)) as s:
+            start = time.monotonic()
+            with contextlib.suppress(OSError):
+                for byte in b"GET /metrics HTTP/1.1\r\nX-Slow: aaaaaaaaaaaaaaaa":
+                    s.sendall(bytes([byte]))
+                    time.sleep(0.1)
+            s.settimeout(2.0)
+            assert s.recv(100) == b""
+            assert time.monotonic() - start < 3.0
         assert _get(srv.url) == 200
     finally:
         srv.stop()
