@@ -16,11 +16,15 @@ import contextlib
 import json
 import os
 import socket
+import socketserver
 import stat
 import struct
+import sys
 import threading
+import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
+from typing import Any
 
 import structlog
 import yaml
@@ -115,45 +119,246 @@ def _peer_uid(conn: socket.socket) -> int | None:
     return uid
 
 
-def _read_line(conn: socket.socket) -> bytes:
+MAX_NESTING = 32  # a request is one flat object; depth 32 is generous and far from recursion
+MAX_CLIENTS = 8  # served at once; one more is answered "busy" at once instead of queued
+REQUEST_DEADLINE_S = 2.0  # for the whole request, so a client sending a byte a second is cut
+_BACKOFF_S = (0.1, 0.5, 1.0, 5.0)
+
+
+class BadRequest(ValueError):
+    """A request we refuse, with the reason the client is told."""
+
+
+def _nesting(data: bytes) -> int:
+    """The deepest ``[``/``{`` nesting outside strings, measured before json.loads: the
+    decoder recurses per level and 100,000 ``[`` raise RecursionError inside it."""
+    depth = deepest = 0
+    in_string = escaped = False
+    for byte in data:
+        if in_string:
+            if escaped:
+                escaped = False
+            elif byte == 0x5C:  # backslash
+                escaped = True
+            elif byte == 0x22:
+                in_string = False
+        elif byte == 0x22:
+            in_string = True
+        elif byte in (0x5B, 0x7B):
+            depth += 1
+            if depth > deepest:
+                deepest = depth
+                if deepest > MAX_NESTING:
+                    return deepest
+        elif byte in (0x5D, 0x7D):
+            depth -= 1
+    return deepest
+
+
+def parse_request(data: bytes, commands: Mapping[str, object]) -> dict[str, object]:
+    """One request line to a dict with a known ``command``; ``BadRequest`` says what is wrong.
+
+    Never raises anything else, whatever the bytes (the fuzz test holds it to that)."""
+    if len(data) > MAX_REQUEST_BYTES:
+        raise BadRequest(f"request larger than {MAX_REQUEST_BYTES} bytes")
+    if _nesting(data) > MAX_NESTING:
+        raise BadRequest(f"request nested deeper than {MAX_NESTING} levels")
+    try:
+        request = json.loads(data)
+    except (ValueError, RecursionError):
+        raise BadRequest("request is not one line of JSON") from None
+    if not isinstance(request, dict):
+        raise BadRequest("request is not a JSON object")
+    command = request.get("command")
+    if not isinstance(command, str) or command not in commands:
+        known = ", ".join(sorted(commands))
+        raise BadRequest(f"unknown command; commands: {known}")
+    return request
+
+
+def _read_line(conn: socket.socket, deadline: float) -> bytes:
+    """Up to the first newline, within ``deadline`` (monotonic) for the whole read."""
     data = b""
-    while b"\n" not in data and len(data) <= MAX_REQUEST_BYTES:
-        chunk = conn.recv(4096)
+    while b"\n" not in data:
+        if len(data) > MAX_REQUEST_BYTES:
+            raise BadRequest(f"request larger than {MAX_REQUEST_BYTES} bytes")
+        left = deadline - time.monotonic()
+        if left <= 0:
+            raise TimeoutError("request deadline passed")
+        conn.settimeout(left)
+        chunk = conn.recv(65536)
         if not chunk:
             break
         data += chunk
     return data.split(b"\n", 1)[0]
 
 
-class ControlServer:
-    """Serves requests one at a time on a thread of its own (they take microseconds)."""
+class ErrorCounts:
+    """Connection failures by kind: a counter for metrics, and one log line per new kind."""
 
-    def __init__(self, path: Path, handlers: Mapping[str, Handler]) -> None:
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self.counts: dict[str, int] = {}
+
+    def add(self, kind: str, exc: BaseException | None = None) -> None:
+        with self._lock:
+            first = kind not in self.counts
+            self.counts[kind] = self.counts.get(kind, 0) + 1
+        if first:
+            log.warning(
+                "control connection failed (logged once per kind)",
+                kind=kind,
+                error=str(exc) if exc is not None else None,
+            )
+
+    def snapshot(self) -> dict[str, int]:
+        with self._lock:
+            return dict(self.counts)
+
+
+class _Handler(socketserver.BaseRequestHandler):
+    server: _UnixServer
+
+    def handle(self) -> None:
+        self.server.control._handle(self.request)
+
+
+class _UnixServer(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
+    """socketserver's accept loop, with a semaphore in front of its thread per connection."""
+
+    daemon_threads = True
+    block_on_close = False
+    request_queue_size = 64
+    control: ControlServer
+
+    def process_request(self, request: Any, client_address: Any) -> None:
+        if not self.control._slots.acquire(blocking=False):
+            self.control.errors.add("busy")
+            with contextlib.suppress(OSError):
+                request.settimeout(0.2)
+                request.sendall(_encode({"ok": False, "error": "busy: too many clients; retry"}))
+            _drain(request)
+            self.shutdown_request(request)
+            return
+        try:
+            super().process_request(request, client_address)
+        except BaseException:
+            self.control._slots.release()
+            raise
+
+    def process_request_thread(self, request: Any, client_address: Any) -> None:
+        try:
+            super().process_request_thread(request, client_address)
+        finally:
+            self.control._slots.release()
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        exc = sys.exc_info()[1]
+        self.control.errors.add(type(exc).__name__ if exc else "unknown", exc)
+
+
+def _drain(conn: socket.socket) -> None:
+    """Read what the client already sent, without waiting: closing a socket with unread
+    data resets it, and the client would lose the reply it was sent."""
+    with contextlib.suppress(OSError):
+        conn.setblocking(False)
+        for _ in range(64):
+            if not conn.recv(65536):
+                return
+
+
+def _encode(reply: Mapping[str, object]) -> bytes:
+    return json.dumps(reply, default=str).encode() + b"\n"
+
+
+class ControlServer:
+    """Serves up to ``max_clients`` requests at once, each within ``deadline_s``.
+
+    The accept loop is socketserver's; it runs under a supervisor that re-creates the socket
+    with backoff should the loop ever die, and ``state`` tells ``status`` and metrics."""
+
+    def __init__(
+        self,
+        path: Path,
+        handlers: Mapping[str, Handler],
+        *,
+        max_clients: int = MAX_CLIENTS,
+        deadline_s: float = REQUEST_DEADLINE_S,
+    ) -> None:
         self.path = path
         self.handlers = dict(handlers)
-        self._sock: socket.socket | None = None
+        self.max_clients = max_clients
+        self.deadline_s = deadline_s
+        self.errors = ErrorCounts()
+        self.restarts = 0
+        self.up = False
+        self.last_error: str | None = None
+        self._slots = threading.BoundedSemaphore(max_clients)
+        self._server: _UnixServer | None = None
         self._thread: threading.Thread | None = None
         self._stop = threading.Event()
+
+    @property
+    def state(self) -> dict[str, object]:
+        return {
+            "up": self.up,
+            "restarts": self.restarts,
+            "last_error": self.last_error,
+            "errors": self.errors.snapshot(),
+            "max_clients": self.max_clients,
+        }
 
     def start(self) -> None:
         _check_path_length(self.path)
         self._clear_stale()
+        self._server = self._bind()
+        self.up = True
+        self._thread = threading.Thread(target=self._supervise, name="control", daemon=True)
+        self._thread.start()
+
+    def _bind(self) -> _UnixServer:
         self.path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM | socket.SOCK_CLOEXEC)
+        server = _UnixServer(str(self.path), _Handler, bind_and_activate=False)
+        server.control = self
+        os.set_inheritable(server.socket.fileno(), False)
         old_umask = os.umask(0o177)  # born 0600: no window in which others could connect
         try:
-            sock.bind(str(self.path))
+            server.server_bind()
         except OSError as exc:
-            sock.close()
+            server.server_close()
             raise ControlError(f"cannot create control socket {self.path}: {exc}") from None
         finally:
             os.umask(old_umask)
         os.chmod(self.path, 0o600)
-        sock.listen(8)
-        sock.settimeout(0.2)  # how quickly stop() is noticed
-        self._sock = sock
-        self._thread = threading.Thread(target=self._serve, name="control", daemon=True)
-        self._thread.start()
+        server.server_activate()
+        return server
+
+    def _supervise(self) -> None:
+        """serve_forever until stop; if it dies, log, wait, bind afresh (backoff)."""
+        failures = 0
+        while not self._stop.is_set():
+            server = self._server
+            try:
+                if server is None:
+                    with contextlib.suppress(FileNotFoundError):
+                        self.path.unlink()
+                    server = self._server = self._bind()
+                    self.restarts += 1
+                    log.warning("control socket re-created", path=str(self.path))
+                self.up = True
+                server.serve_forever(poll_interval=0.2)
+                return  # stop() called shutdown
+            except Exception as exc:
+                self.up = False
+                self.last_error = f"{type(exc).__name__}: {exc}"
+                self.errors.add("listener", exc)
+                log.error("control socket failed; re-creating it", error=self.last_error)
+                if server is not None:
+                    with contextlib.suppress(Exception):
+                        server.server_close()
+                self._server = None
+                self._stop.wait(_BACKOFF_S[min(failures, len(_BACKOFF_S) - 1)])
+                failures += 1
 
     def _clear_stale(self) -> None:
         try:
@@ -171,57 +376,55 @@ class ControlServer:
 
     def stop(self) -> None:
         self._stop.set()
+        server = self._server
+        if server is not None:
+            server.shutdown()
+            server.server_close()
+            self._server = None
         if self._thread is not None:
             self._thread.join(timeout=1.0)
-        if self._sock is not None:
-            self._sock.close()
-            self._sock = None
-            with contextlib.suppress(FileNotFoundError):
-                self.path.unlink()
-
-    def _serve(self) -> None:
-        assert self._sock is not None
-        while not self._stop.is_set():
-            try:
-                conn, _ = self._sock.accept()
-            except TimeoutError:
-                continue
-            except OSError:
-                if self._stop.is_set():
-                    return
-                continue
-            with conn:
-                try:
-                    self._handle(conn)
-                except OSError as exc:
-                    log.debug("control connection failed", error=str(exc))
+        self.up = False
+        with contextlib.suppress(FileNotFoundError):
+            self.path.unlink()
 
     def _handle(self, conn: socket.socket) -> None:
-        conn.settimeout(2.0)
+        """One connection: every failure becomes a reply if it can and a count always."""
+        deadline = time.monotonic() + self.deadline_s
+        try:
+            self._answer(conn, deadline)
+        except TimeoutError as exc:
+            self.errors.add("timeout", exc)
+        except OSError as exc:
+            self.errors.add(type(exc).__name__, exc)
+        except Exception as exc:  # the thread must never die with a trace; count and move on
+            self.errors.add(type(exc).__name__, exc)
+        _drain(conn)
+
+    def _answer(self, conn: socket.socket, deadline: float) -> None:
         uid = _peer_uid(conn)
         if uid is not None and uid not in (0, os.getuid()):
             # The 0600 mode already keeps others out; this covers a socket path someone
             # pointed into a shared directory with looser ACLs.
-            self._reply(conn, {"ok": False, "error": "permission denied"})
+            self._reply(conn, {"ok": False, "error": "permission denied"}, deadline)
             return
         try:
-            request = json.loads(_read_line(conn))
-            command = request["command"]
-            handler = self.handlers[command]
-        except (ValueError, KeyError, TypeError):
-            known = ", ".join(sorted(self.handlers))
-            self._reply(conn, {"ok": False, "error": f"bad request; commands: {known}"})
+            request = parse_request(_read_line(conn, deadline), self.handlers)
+        except BadRequest as exc:
+            self.errors.add("bad_request", exc)
+            self._reply(conn, {"ok": False, "error": f"bad request: {exc}"}, deadline)
             return
+        command = str(request["command"])
         try:
-            reply = {"ok": True, "result": handler(request)}
+            reply: dict[str, object] = {"ok": True, "result": self.handlers[command](request)}
         except Exception as exc:  # a failing command must not kill the control thread
             log.exception("control command failed", command=command)
             reply = {"ok": False, "error": f"{command} failed: {exc}"}
-        self._reply(conn, reply)
+        self._reply(conn, reply, deadline)
 
     @staticmethod
-    def _reply(conn: socket.socket, reply: dict[str, object]) -> None:
-        conn.sendall(json.dumps(reply, default=str).encode() + b"\n")
+    def _reply(conn: socket.socket, reply: dict[str, object], deadline: float) -> None:
+        conn.settimeout(max(0.05, deadline - time.monotonic()))
+        conn.sendall(_encode(reply))
 
 
 def request(path: Path, command: str, *, timeout: float = 5.0) -> dict[str, object]:

@@ -372,6 +372,11 @@ class Daemon:
         doc.update(self.cleaner.kind.status())
         doc["scheduler_running"] = self.scheduler.running
         doc["safety"] = self.cleaner.safety_status()  # owner, pending release, held, faults
+        server = self.metrics.server
+        doc["endpoints"] = {
+            "control": self.control.state,
+            "metrics": server.state if server is not None else None,
+        }
         return doc
 
     def _cmd_status(self, request: dict[str, object]) -> dict[str, object]:

@@ -64,6 +64,9 @@ def summary_line(doc: dict[str, Any]) -> str:
         parts.append(f"manual rounds left {doc['manual_rounds_left']}")
     if rounds.get("last_error"):
         parts.append(f"error: {rounds['last_error']}")
+    for name, endpoint in (doc.get("endpoints") or {}).items():
+        if endpoint and not endpoint.get("up"):
+            parts.append(f"{name} listener down, re-creating")
     return "; ".join(parts)
 
 
@@ -154,7 +157,23 @@ def render(doc: dict[str, Any]) -> str:
             f"{human_age(now - h['first_attempt_ms'])}: {h.get('error')})"
         )
     lines += _safety_lines(doc.get("safety"), now)
+    lines += endpoint_lines(doc.get("endpoints"))
     return "\n".join(lines)
+
+
+def endpoint_lines(endpoints: dict[str, Any] | None) -> list[str]:
+    """The control socket and /metrics: up or being re-created, restarts, failed clients."""
+    lines = []
+    for name, e in (endpoints or {}).items():
+        if not e:
+            lines.append(f"{name:<10}not serving")
+            continue
+        errors = ", ".join(f"{k} {v}" for k, v in sorted(e.get("errors", {}).items()))
+        text = "up" if e.get("up") else f"down, re-creating ({e.get('last_error')})"
+        if e.get("restarts"):
+            text += f", re-created {e['restarts']} times"
+        lines.append(f"{name:<10}{text}; failed clients: {errors or 'none'}")
+    return lines
 
 
 def _share(used: object, limit: object, limit_name: str) -> str:

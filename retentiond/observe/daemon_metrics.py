@@ -11,10 +11,14 @@ Prometheus that cannot scrape the target sees ``up == 0`` and alerts (Retentiond
 
 from __future__ import annotations
 
+import threading
+from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING
 
 import structlog
 from prometheus_client import disable_created_metrics
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+from prometheus_client.registry import Collector
 
 from retentiond.config.metrics import is_loopback, parse_listen
 from retentiond.config.settings import Settings
@@ -27,6 +31,8 @@ if TYPE_CHECKING:
     from retentiond.daemon.service import Daemon
 
 log = structlog.get_logger("retentiond.metrics")
+
+_BIND_BACKOFF_S = (1.0, 2.0, 5.0, 10.0, 30.0)
 
 
 def build_server(metrics: RetentionMetrics, settings: Settings) -> MetricsServer:
@@ -42,6 +48,47 @@ def build_server(metrics: RetentionMetrics, settings: Settings) -> MetricsServer
     return MetricsServer(metrics.registry, host, port, tls=tls, password=password)
 
 
+class EndpointCollector(Collector):
+    """Read at scrape time from the listeners' own ``state``, so a count never lags.
+
+    ``retentiond_endpoint_up{endpoint}`` is 0 while a listener is being re-created;
+    ``retentiond_endpoint_client_errors_total{endpoint,kind}`` counts connections that failed
+    or were refused (``busy``, ``timeout``, ``bad_request``, exception names);
+    ``retentiond_endpoint_restarts_total{endpoint}`` counts re-creations."""
+
+    def __init__(self, states: Callable[[], dict[str, dict[str, object] | None]]) -> None:
+        self.states = states
+
+    def collect(self) -> Iterator[GaugeMetricFamily | CounterMetricFamily]:
+        up = GaugeMetricFamily(
+            "retentiond_endpoint_up",
+            "1 while the listener accepts connections, 0 while it is down or re-created",
+            labels=["endpoint"],
+        )
+        restarts = CounterMetricFamily(
+            "retentiond_endpoint_restarts",
+            "Times the listener failed and was re-created",
+            labels=["endpoint"],
+        )
+        errors = CounterMetricFamily(
+            "retentiond_endpoint_client_errors",
+            "Client connections that failed or were refused, by kind",
+            labels=["endpoint", "kind"],
+        )
+        for name, state in self.states().items():
+            if state is None:
+                up.add_metric([name], 0)
+                continue
+            up.add_metric([name], 1 if state.get("up") else 0)
+            restarts.add_metric([name], float(state.get("restarts") or 0))  # type: ignore[arg-type]
+            counts = state.get("errors")
+            for kind, n in sorted(counts.items() if isinstance(counts, dict) else []):
+                errors.add_metric([name, kind], n)
+        yield up
+        yield restarts
+        yield errors
+
+
 class DaemonMetrics:
     def __init__(self, daemon: Daemon) -> None:
         # `_created` samples double the series count and no dashboard or rule here uses them.
@@ -52,19 +99,53 @@ class DaemonMetrics:
         )
         self.metrics.watch(daemon.cleaner)
         self.server: MetricsServer | None = None
+        self._retry: threading.Thread | None = None
+        self._stopped = threading.Event()
+        self.metrics.registry.register(
+            EndpointCollector(
+                lambda: {
+                    "control": daemon.control.state,
+                    "metrics": self.server.state if self.server is not None else None,
+                }
+            )
+        )
 
     def start(self) -> str | None:
-        """Serve /metrics; returns its URL, or None if it could not be started (logged)."""
+        """Serve /metrics; returns its URL, or None if it could not be started (logged).
+
+        A bind that fails (the port still held by a dying predecessor, say) is retried in
+        the background with backoff, so monitoring comes back without a restart; until then
+        ``retentiond_endpoint_up{endpoint="metrics"}`` and ``status`` say it is down."""
+        url = self._try_start(log_failure=True)
+        if url is None and self._retry is None:
+            self._retry = threading.Thread(
+                target=self._retry_bind, name="metrics-bind", daemon=True
+            )
+            self._retry.start()
+        return url
+
+    def _retry_bind(self) -> None:
+        for wait in _BIND_BACKOFF_S:
+            if self._stopped.wait(wait):
+                return
+            if self._try_start(log_failure=False) is not None:
+                return
+        while not self._stopped.wait(_BIND_BACKOFF_S[-1]):
+            if self._try_start(log_failure=False) is not None:
+                return
+
+    def _try_start(self, *, log_failure: bool) -> str | None:
         settings = self.metrics.current_settings()
         try:
             server = build_server(self.metrics, settings)
             url = server.start()
         except (OSError, ValueError) as exc:
-            log.error(
-                "cannot serve /metrics; cleaning continues without it",
-                listen=settings.daemon.metrics_listen,
-                error=str(exc),
-            )
+            if log_failure:
+                log.error(
+                    "cannot serve /metrics; cleaning continues without it, retrying",
+                    listen=settings.daemon.metrics_listen,
+                    error=str(exc),
+                )
             return None
         self.server = server
         log.info(
@@ -95,6 +176,9 @@ class DaemonMetrics:
             log.exception("metrics: cannot observe the round")
 
     def stop(self) -> None:
+        self._stopped.set()
+        if self._retry is not None:
+            self._retry.join(timeout=1.0)
         if self.server is not None:
             self.server.stop()
             self.server = None

@@ -16,10 +16,13 @@ from __future__ import annotations
 
 import base64
 import binascii
+import contextlib
 import hmac
+import io
 import os
 import socket
 import ssl
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterable
@@ -36,7 +39,6 @@ from retentiond.config.metrics import read_password
 
 log = structlog.get_logger("retentiond.metrics")
 
-CONNECTION_TIMEOUT_S = 10.0
 RELOAD_CHECK_S = 5.0  # how often the certificate files are stat-ed, at most
 REALM = "retentiond"
 
@@ -156,33 +158,116 @@ class TlsFiles:
             log.info("metrics TLS certificate reloaded", cert=str(self.cert))
 
 
+MAX_REQUESTS = 40  # node_exporter's --web.max-requests default; 503 beyond it
+REQUEST_DEADLINE_S = 10.0  # the whole request, TLS handshake included, not each recv
+_BACKOFF_S = (0.1, 0.5, 1.0, 5.0)
+_BUSY_BODY = b"503 Service Unavailable: too many concurrent scrapes\n"
+_BUSY = (
+    b"HTTP/1.0 503 Service Unavailable\r\nContent-Type: text/plain; charset=utf-8\r\n"
+    + f"Content-Length: {len(_BUSY_BODY)}\r\nConnection: close\r\n\r\n".encode()
+    + _BUSY_BODY
+)
+
+
+class _DeadlineSocket:
+    """Wraps a connection so every recv gets only what is left of the request's deadline.
+
+    A per-recv timeout lets a client that sends one header byte a second hold a slot forever;
+    this cuts it at the deadline whatever it sends."""
+
+    def __init__(self, sock: socket.socket, deadline: float) -> None:
+        self._sock = sock
+        self._deadline = deadline
+
+    def _arm(self) -> None:
+        left = self._deadline - time.monotonic()
+        if left <= 0:
+            raise TimeoutError("request deadline passed")
+        self._sock.settimeout(left)
+
+    def recv_into(self, buffer: Any, nbytes: int = 0, flags: int = 0) -> int:
+        self._arm()
+        return self._sock.recv_into(buffer, nbytes, flags)
+
+    def recv(self, bufsize: int, flags: int = 0) -> bytes:
+        self._arm()
+        return self._sock.recv(bufsize, flags)
+
+    def makefile(self, mode: str = "r", buffering: int | None = None, **kw: Any) -> Any:
+        """Raw, like ``socket.makefile(mode, 0)``: reads go through ``recv_into`` above."""
+        return socket.SocketIO(self, mode.replace("b", ""))  # type: ignore[arg-type]
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._sock, name)
+
+
 class _QuietHandler(WSGIRequestHandler):
     """Scrapes are not worth a log line each; failures show up as errors in Prometheus."""
 
-    timeout = CONNECTION_TIMEOUT_S
+    timeout = REQUEST_DEADLINE_S
 
     def setup(self) -> None:
-        super().setup()  # sets the timeout, which now bounds the handshake too
-        if isinstance(self.connection, ssl.SSLSocket):
-            self.connection.do_handshake()
+        deadline = time.monotonic() + REQUEST_DEADLINE_S
+        self.connection = self.request
+        if isinstance(self.request, ssl.SSLSocket):
+            self.request.settimeout(REQUEST_DEADLINE_S)  # the handshake is inside the deadline
+            self.request.do_handshake()
+        self.connection = _DeadlineSocket(self.request, deadline)  # type: ignore[assignment]
+        self.rfile = io.BufferedReader(self.connection.makefile("rb"))
+        self.wfile = self.connection.makefile("wb", 0)  # wsgiref loops over partial writes
 
     def log_message(self, format: str, *args: Any) -> None:
         pass
 
 
 class _Server(ThreadingMixIn, WSGIServer):
+    """wsgiref's server with a thread per connection, at most ``max_requests`` of them."""
+
     daemon_threads = True
+    block_on_close = False
     allow_reuse_address = True
+    request_queue_size = 128
     tls: TlsFiles | None = None
+    max_requests: int = MAX_REQUESTS
+    slots: threading.BoundedSemaphore
+    errors: dict[str, int]
 
     def get_request(self) -> tuple[socket.socket, Any]:
         if self.tls is not None:
             self.tls.maybe_reload()
         return super().get_request()
 
+    def process_request(self, request: Any, client_address: Any) -> None:
+        if not self.slots.acquire(blocking=False):
+            self.count("busy")
+            if self.tls is None:  # a TLS client would need a handshake first: just close
+                with contextlib.suppress(OSError):
+                    request.settimeout(0.2)
+                    request.sendall(_BUSY)
+            self.shutdown_request(request)
+            return
+        try:
+            super().process_request(request, client_address)
+        except BaseException:
+            self.slots.release()
+            raise
+
+    def process_request_thread(self, request: Any, client_address: Any) -> None:
+        try:
+            super().process_request_thread(request, client_address)
+        finally:
+            self.slots.release()
+
+    def count(self, kind: str) -> None:
+        first = kind not in self.errors
+        self.errors[kind] = self.errors.get(kind, 0) + 1
+        if first and kind != "busy":
+            log.info("metrics connection failed (logged once per kind)", kind=kind)
+
     def handle_error(self, request: Any, client_address: Any) -> None:
-        # A client that hangs up, fails the handshake or times out: not our problem to print.
-        log.debug("metrics connection failed", client=str(client_address))
+        # A client that hangs up, fails the handshake or times out: counted, not printed.
+        exc = sys.exc_info()[1]
+        self.count(type(exc).__name__ if exc is not None else "unknown")
 
 
 def _server_class(host: str) -> type[_Server]:
@@ -199,10 +284,16 @@ class MetricsServer:
     port: int
     tls: TlsFiles | None = None
     password: PasswordFile | None = None
+    max_requests: int = MAX_REQUESTS
 
     def __post_init__(self) -> None:
         self._httpd: _Server | None = None
         self._thread: threading.Thread | None = None
+        self._stop = threading.Event()
+        self.up = False
+        self.restarts = 0
+        self.last_error: str | None = None
+        self.errors: dict[str, int] = {}
 
     @property
     def scheme(self) -> str:
@@ -215,6 +306,14 @@ class MetricsServer:
 
     def start(self) -> str:
         """Bind and serve in a background thread; returns the URL (with the real port)."""
+        self._httpd = self._bind()
+        self.port = self._httpd.server_address[1]
+        self.up = True
+        self._thread = threading.Thread(target=self._supervise, name="metrics-http", daemon=True)
+        self._thread.start()
+        return self.url
+
+    def _bind(self) -> _Server:
         app: WsgiApp = make_wsgi_app(self.registry)
         if self.password is not None:
             app = basic_auth(app, self.password)
@@ -225,25 +324,57 @@ class MetricsServer:
             server_class=_server_class(self.host),
             handler_class=_QuietHandler,
         )
+        httpd.max_requests = self.max_requests
+        httpd.slots = threading.BoundedSemaphore(self.max_requests)
+        httpd.errors = self.errors
         if self.tls is not None:
             httpd.tls = self.tls
             httpd.socket = self.tls.context.wrap_socket(
                 httpd.socket, server_side=True, do_handshake_on_connect=False
             )
-        self.port = httpd.server_address[1]
-        self._httpd = httpd
-        self._thread = threading.Thread(
-            target=httpd.serve_forever,
-            kwargs={"poll_interval": 0.1},
-            name="metrics-http",
-            daemon=True,
-        )
-        self._thread.start()
-        return self.url
+        return httpd
+
+    def _supervise(self) -> None:
+        """serve_forever until stop; should it die, log, wait and bind afresh (backoff)."""
+        failures = 0
+        while not self._stop.is_set():
+            httpd = self._httpd
+            try:
+                if httpd is None:
+                    httpd = self._httpd = self._bind()
+                    self.restarts += 1
+                    log.warning("metrics listener re-created", url=self.url)
+                self.up = True
+                httpd.serve_forever(poll_interval=0.1)
+                return  # stop() called shutdown
+            except Exception as exc:
+                self.up = False
+                self.last_error = f"{type(exc).__name__}: {exc}"
+                self.errors["listener"] = self.errors.get("listener", 0) + 1
+                log.error("metrics listener failed; re-creating it", error=self.last_error)
+                if httpd is not None:
+                    with contextlib.suppress(Exception):
+                        httpd.server_close()
+                self._httpd = None
+                self._stop.wait(_BACKOFF_S[min(failures, len(_BACKOFF_S) - 1)])
+                failures += 1
+
+    @property
+    def state(self) -> dict[str, object]:
+        return {
+            "up": self.up,
+            "restarts": self.restarts,
+            "last_error": self.last_error,
+            "errors": dict(self.errors),
+            "max_requests": self.max_requests,
+        }
 
     def stop(self) -> None:
-        if self._httpd is None:
+        self._stop.set()
+        httpd = self._httpd
+        if httpd is None:
             return
-        self._httpd.shutdown()
-        self._httpd.server_close()
+        httpd.shutdown()
+        httpd.server_close()
         self._httpd = None
+        self.up = False

@@ -1,0 +1,267 @@
+"""The control socket (and /metrics) under broken and hostile clients (issue 15): nesting
+and size limits, a deadline on the whole request, a bounded pool that answers "busy" (or 503)
+at once, failures counted, and a listener that is re-created when its loop dies."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import shutil
+import socket
+import tempfile
+import threading
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from prometheus_client import CollectorRegistry
+
+from retentiond.daemon import control
+from retentiond.daemon.control import BadRequest, ControlServer, parse_request, request
+from retentiond.observe.server import MetricsServer
+
+COMMANDS = {"status": None, "trigger-delete": None}
+
+
+@pytest.fixture
+def short_dir() -> Iterator[Path]:
+    path = Path(tempfile.mkdtemp(prefix="rd-lim-", dir="/tmp"))
+    yield path
+    shutil.rmtree(path, ignore_errors=True)
+
+
+def _server(short_dir: Path, **kw: float) -> ControlServer:
+    srv = ControlServer(
+        short_dir / "control.sock",
+        {"status": lambda req: {"rounds": 3}},
+        **kw,  # type: ignore[arg-type]
+    )
+    srv.start()
+    return srv
+
+
+@pytest.fixture
+def server(short_dir: Path) -> Iterator[ControlServer]:
+    srv = _server(short_dir, max_clients=4, deadline_s=0.5)
+    yield srv
+    srv.stop()
+
+
+def _raw(path: Path, payload: bytes, timeout: float = 3.0) -> dict[str, object]:
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
+        sock.settimeout(timeout)
+        sock.connect(str(path))
+        sock.sendall(payload)
+        data = b""
+        while chunk := sock.recv(65536):
+            data += chunk
+    return json.loads(data)
+
+
+def test_parse_request_refuses_deep_nesting_before_the_decoder_recurses() -> None:
+    with pytest.raises(BadRequest, match="larger than 65536 bytes"):
+        parse_request(b"[" * 100_000, COMMANDS)
+    with pytest.raises(BadRequest, match="nested deeper than 32"):
+        parse_request(b"[" * 60_000, COMMANDS)
+    with pytest.raises(BadRequest, match="nested"):
+        parse_request(b'{"command": "status", "x": ' + b"{" * 40 + b"}" * 40 + b"}", COMMANDS)
+    # brackets inside strings are text, not nesting
+    req = parse_request(json.dumps({"command": "status", "x": "[" * 1000}).encode(), COMMANDS)
+    assert req["command"] == "status"
+
+
+def test_parse_request_errors_say_what_is_wrong() -> None:
+    with pytest.raises(BadRequest, match="larger than"):
+        parse_request(b" " * (control.MAX_REQUEST_BYTES + 1), COMMANDS)
+    with pytest.raises(BadRequest, match="not one line of JSON"):
+        parse_request(b"\xff\xfe", COMMANDS)
+    with pytest.raises(BadRequest, match="not a JSON object"):
+        parse_request(b"[1]", COMMANDS)
+    with pytest.raises(BadRequest, match="commands: status, trigger-delete"):
+        parse_request(b'{"command": 1}', COMMANDS)
+
+
+def test_100000_brackets_get_an_error_and_the_server_lives_on(server: ControlServer) -> None:
+    reply = _raw(server.path, b"[" * 100_000 + b"\n")
+    assert reply["ok"] is False and "larger than" in str(reply["error"])
+    reply = _raw(server.path, b"[" * 60_000 + b"\n")
+    assert reply["ok"] is False and "nested" in str(reply["error"])
+    assert request(server.path, "status") == {"rounds": 3}
+    assert server.state["errors"] == {"bad_request": 2}
+
+
+def test_an_oversized_request_is_refused(server: ControlServer) -> None:
+    reply = _raw(server.path, b"x" * (control.MAX_REQUEST_BYTES + 10))
+    assert "larger than" in str(reply["error"])
+
+
+def test_idle_clients_are_cut_at_the_deadline_and_do_not_block_status(
+    server: ControlServer,
+) -> None:
+    idle = []
+    for _ in range(3):  # fewer than max_clients: one slot left for status
+        s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        s.connect(str(server.path))
+        idle.append(s)
+    assert request(server.path, "status", timeout=1.0) == {"rounds": 3}
+    time.sleep(0.8)  # past the 0.5 s deadline: the server has hung up on them
+    for s in idle:
+        s.settimeout(1.0)
+        assert s.recv(10) == b""
+        s.close()
+    assert server.state["errors"].get("timeout") == 3  # type: ignore[union-attr]
+
+
+def test_a_slow_loris_is_cut_by_the_deadline_on_the_whole_request(
+    server: ControlServer,
+) -> None:
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
+        s.connect(str(server.path))
+        start = time.monotonic()
+        try:
+            for byte in b'{"command": "status"':  # never the newline
+                s.sendall(bytes([byte]))
+                time.sleep(0.1)
+        except (BrokenPipeError, ConnectionResetError):
+            pass
+        s.settimeout(2.0)
+        assert s.recv(10) == b""
+        assert time.monotonic() - start < 2.0
+
+
+def test_past_the_limit_a_client_is_told_busy_at_once(server: ControlServer) -> None:
+    idle = []
+    for _ in range(4):
+        s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        s.connect(str(server.path))
+        idle.append(s)
+    time.sleep(0.1)
+    start = time.monotonic()
+    reply = _raw(server.path, b'{"command": "status"}\n')
+    assert time.monotonic() - start < 0.3
+    assert reply["ok"] is False and "busy" in str(reply["error"])
+    for s in idle:
+        s.close()
+
+
+def test_a_handler_exception_of_any_kind_is_counted_not_fatal(short_dir: Path) -> None:
+    srv = _server(short_dir, deadline_s=0.5)
+    try:
+
+        def explode(conn: socket.socket, deadline: float) -> None:
+            raise RecursionError("deep")
+
+        srv._answer = explode  # type: ignore[method-assign]
+        for _ in range(3):
+            with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
+                s.connect(str(srv.path))
+                s.settimeout(2.0)
+                assert s.recv(10) == b""
+        assert srv.state["errors"] == {"RecursionError": 3}
+        del srv._answer
+        assert request(srv.path, "status") == {"rounds": 3}
+    finally:
+        srv.stop()
+
+
+def test_a_dead_listener_is_re_created_with_backoff(short_dir: Path) -> None:
+    srv = _server(short_dir)
+    try:
+        server = srv._server
+        assert server is not None
+        broken = threading.Event()
+        original = server.service_actions
+
+        def fail_once() -> None:
+            if not broken.is_set():
+                broken.set()
+                raise OSError("listener broke")
+            original()
+
+        server.service_actions = fail_once  # type: ignore[method-assign]
+        deadline = time.monotonic() + 5
+        while srv.restarts == 0 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert srv.restarts == 1 and srv.up
+        assert srv.state["last_error"] == "OSError: listener broke"
+        assert request(srv.path, "status") == {"rounds": 3}
+    finally:
+        srv.stop()
+
+
+def _metrics_server(max_requests: int) -> MetricsServer:
+    srv = MetricsServer(CollectorRegistry(), "127.0.0.1", 0, max_requests=max_requests)
+    srv.start()
+    return srv
+
+
+def _get(url: str) -> int:
+    try:
+        with urllib.request.urlopen(url, timeout=2) as resp:
+            return int(resp.status)
+    except urllib.error.HTTPError as exc:
+        return int(exc.code)
+
+
+def test_metrics_past_max_requests_answers_503_at_once() -> None:
+    srv = _metrics_server(2)
+    try:
+        held = [socket.create_connection(("127.0.0.1", srv.port)) for _ in range(2)]
+        time.sleep(0.1)
+        start = time.monotonic()
+        assert _get(srv.url) == 503
+        assert time.monotonic() - start < 0.5
+        for s in held:
+            s.close()
+        deadline = time.monotonic() + 5
+        while _get(srv.url) != 200:
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
+        assert srv.state["errors"].get("busy", 0) >= 1  # type: ignore[union-attr]
+    finally:
+        srv.stop()
+
+
+def test_a_dead_metrics_listener_is_re_created() -> None:
+    srv = _metrics_server(4)
+    try:
+        httpd = srv._httpd
+        assert httpd is not None
+        original = httpd.service_actions
+        calls = {"n": 0}
+
+        def fail_once() -> None:
+            calls["n"] += 1
+            if calls["n"] == 1:
+                raise OSError("listener broke")
+            original()
+
+        httpd.service_actions = fail_once  # type: ignore[method-assign]
+        deadline = time.monotonic() + 5
+        while srv.restarts == 0 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert srv.restarts == 1 and srv.up
+        assert _get(srv.url) == 200
+    finally:
+        srv.stop()
+
+
+def test_a_metrics_slow_loris_is_cut_by_the_deadline(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr("retentiond.observe.server.REQUEST_DEADLINE_S", 0.5)
+    srv = _metrics_server(4)
+    try:
+        with socket.create_connection(("127.0.0.1", srv.port)) as s:
+            start = time.monotonic()
+            with contextlib.suppress(OSError):
+                for byte in b"GET /metrics HTTP/1.1\r\nX-Slow: aaaaaaaaaaaaaaaa":
+                    s.sendall(bytes([byte]))
+                    time.sleep(0.1)
+            s.settimeout(2.0)
+            assert s.recv(100) == b""
+            assert time.monotonic() - start < 3.0
+        assert _get(srv.url) == 200
+    finally:
+        srv.stop()
