@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.e2e.test_daemon import Running, short_dir, start_daemon  # noqa: F401
+from tests.e2e.test_daemon import Running, start_daemon  # noqa: F401
 from tests.e2e.test_prometheus import free_port
 
 pytestmark = pytest.mark.slow
