@@ -15,12 +15,14 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 from dataclasses import replace
+from typing import Any
 
 from retentiond.config.settings import Settings
 from retentiond.engine.decision import Decision
 from retentiond.engine.execute import Run, open_dir_below
 from retentiond.engine.figures import DiskFigures, StoreStats
 from retentiond.engine.holds import HeldFile
+from retentiond.engine.rollup import IdleView
 from retentiond.engine.round import Round
 from retentiond.kinds.rocketmq.commitlog import expired_pending, newest_kept_index, plan_commitlog
 from retentiond.kinds.rocketmq.disk import DiskUsage, measure, round_fields
@@ -36,6 +38,16 @@ from retentiond.kinds.rocketmq.triggers import evaluate, hour_of_day
 from retentiond.reasons import FORCED_REASONS, Kind, Reason, Verdict
 
 _HOUR_MS = 3_600_000
+# The trigger fields that make a round's "state": idle rounds fold only while all agree.
+_IDLE_FLAGS = (
+    "time_up",
+    "usage_exceeds",
+    "manual",
+    "clean_immediately",
+    "clean_at_once",
+    "fired",
+    "disk_state",
+)
 
 
 class RocketMQ:
@@ -175,6 +187,31 @@ class RocketMQ:
             "expired_pending": expired_pending(plan.commitlog, s, plan.now_ms, deleted),
             **round_fields(s, self.last_usage),
         }
+
+    def idle_view(self, record: Mapping[str, Any]) -> IdleView | None:
+        """Two RocketMQ rounds are alike when every trigger flag and the disk state agree;
+        the ratio is the worse of the CommitLog and ConsumeQueue ratios and a round is stuck
+        when the disk is over ``diskMaxUsedSpaceRatio`` (an idle round deletes nothing) --
+        exactly as ``analytics/tables.py`` reads a ``round`` record."""
+        t = record.get("triggers") or {}
+        if t.get("error") is not None:
+            return None
+        ratios = [r for r in (t.get("physic_ratio"), t.get("logics_ratio")) if r is not None]
+        state = tuple(t.get(k) for k in _IDLE_FLAGS)
+        return IdleView(
+            state=state,
+            disk_state=str(t.get("disk_state")),
+            ratio=max(ratios) if ratios else None,
+            stuck=bool(t.get("usage_exceeds")),
+            interval_ms=record.get("interval_ms"),
+            carried={
+                "triggers": t,
+                "file_reserved_time_hours": record.get("file_reserved_time_hours"),
+                "interval_ms": record.get("interval_ms"),
+                "thresholds": record.get("thresholds"),
+            },
+            maxima={"expired_pending": record.get("expired_pending")},
+        )
 
     # ---- for people and dashboards ------------------------------------------------------
     def render_plan(self, plan: Plan, *, all_queue_files: bool = False) -> str:  # type: ignore[override]
