@@ -158,7 +158,8 @@ def analyze(
     configure(spark)
     deletions = tables.real_deletions(read_records(spark, input_root, "deletion", since)).cache()
     rounds = read_records(spark, input_root, "round", since)
-    prepared = tables.prepare_rounds(rounds).cache()
+    summaries = read_records(spark, input_root, "round_summary", since)
+    prepared = tables.prepare_rounds(rounds, summaries).cache()
     last = deletions.select(F.max("dt")).union(prepared.select(F.max("dt"))).agg(F.max("max(dt)"))
     as_of = last.collect()[0][0]
     if as_of is None:

@@ -119,7 +119,7 @@ class Cleaner:
         self._store_errors = StoreErrorWatch(self.faults)
         self.last_reconcile: ReconcileResult | None = None
         self._reconciled = False
-        self._folder = RoundFolder()  # idle rounds become round_summary records
+        self.folder = RoundFolder()  # idle rounds become round_summary records
         if journal is not None and shares_store_filesystem(journal.directory, kind.directories()):
             log.warning(
                 "the journal is on the store's filesystem: on a full disk its records are held "
@@ -366,7 +366,7 @@ class Cleaner:
             "journal_error": result.journal_error,
         }
         interval = self.settings.daemon.journal_round_summary_interval_ms
-        self._append_rounds(self._folder.offer(record, self.kind.idle_view(record), interval))
+        self._append_rounds(self.folder.offer(record, self.kind.idle_view(record), interval))
         if self.journal is not None and self.journal.held:
             log.error("journal records are held in memory (disk full?)", held=self.journal.held)
 
@@ -432,5 +432,5 @@ class Cleaner:
         what a full disk held back; True if none are left."""
         if self.journal is None:
             return True
-        self._append_rounds(self._folder.flush())
+        self._append_rounds(self.folder.flush())
         return self.journal.flush()
