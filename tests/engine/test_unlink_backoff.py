@@ -143,7 +143,7 @@ def test_an_immutable_file_is_retried_with_backoff_not_every_round(
         deleteCommitLogFilesInterval=0, deleteConsumeQueueFilesInterval=0,
         redeleteHangedFileInterval=CAP_MS,
         retentiond={
-            "initialDelay": 0, "journal": {"dir": str(journal)},
+            "initialDelay": 0, "journal": {"dir": str(journal), "roundSummaryInterval": 0},
             "metrics": {"listen": "127.0.0.1:0"}, "controlSocket": str(sockets / "c.sock"),
         },
     )  # fmt: skip
