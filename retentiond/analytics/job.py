@@ -81,6 +81,9 @@ class Result:
     counts: dict[str, int] = field(default_factory=dict)  # tables written (fleet: its rows)
     report: Path | None = None
     seconds: float = 0.0
+    # wall seconds per step, in order (the first action reads and caches every input once):
+    # where the time goes, for profiling at fleet scale
+    steps: dict[str, float] = field(default_factory=dict)
 
 
 def build_session(master: str | None) -> SparkSession:
@@ -158,9 +161,12 @@ def analyze(
     configure(spark)
     deletions = tables.real_deletions(read_records(spark, input_root, "deletion", since)).cache()
     rounds = read_records(spark, input_root, "round", since)
-    prepared = tables.prepare_rounds(rounds).cache()
+    summaries = read_records(spark, input_root, "round_summary", since)
+    prepared = tables.prepare_rounds(rounds, summaries).cache()
     last = deletions.select(F.max("dt")).union(prepared.select(F.max("dt"))).agg(F.max("max(dt)"))
     as_of = last.collect()[0][0]
+    mark = _Stopwatch(started)
+    steps = {"read, parse and cache the records": mark()}
     if as_of is None:
         deletions.unpersist()
         prepared.unpersist()
@@ -174,22 +180,37 @@ def analyze(
         "disk_pressure": pressure,
         "capacity_forecast": forecast,
     }
-    result = Result(as_of)
+    result = Result(as_of, steps=steps)
     for name, df in built.items():
         _write(df, output, name)
         result.counts[name] = -1  # not counted: a count would be one more pass over the data
+        steps[name] = mark()
     window = tables.broker_window(deletions, pressure, prepared)
     merged = window.join(forecast.drop("dt"), tables.KEY, "left")
     fleet = risk.rank(_rows(merged))
     fleet_df = spark.createDataFrame([_fleet_row(r, as_of) for r in fleet], FLEET_SCHEMA)
     _write(fleet_df, output, "fleet_summary")
     result.counts["fleet_summary"] = len(fleet)
+    steps["fleet_summary"] = mark()
     if report_dir is not None:
         result.report = _report(report_dir, as_of, fleet, pressure, built["daily_reclaim"])
+        steps["report"] = mark()
     for df in (deletions, prepared, pressure, forecast):
         df.unpersist()
     result.seconds = time.monotonic() - started
     return result
+
+
+class _Stopwatch:
+    """Seconds since the last call (the first: since ``started``)."""
+
+    def __init__(self, started: float) -> None:
+        self.last = started
+
+    def __call__(self) -> float:
+        now = time.monotonic()
+        spent, self.last = now - self.last, now
+        return round(spent, 2)
 
 
 def _fleet_row(r: dict[str, Any], as_of: str) -> dict[str, Any]:
@@ -248,4 +269,5 @@ def run(args: argparse.Namespace) -> int:
         f"({result.counts['fleet_summary']} brokers ranked)"
     )
     print(f"report: {result.report}")
+    print("steps (s): " + ", ".join(f"{k} {v}" for k, v in result.steps.items()))
     return 0

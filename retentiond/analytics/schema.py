@@ -13,6 +13,7 @@ from pyspark.sql.types import (
     DoubleType,
     IntegerType,
     LongType,
+    MapType,
     StringType,
     StructField,
     StructType,
@@ -60,28 +61,34 @@ DELETION = StructType(
 
 _KIND_COUNTS = StructType([_f("files", LongType()), _f("bytes", LongType())])
 
+_TRIGGERS = StructType(
+    [
+        _f("time_up", BooleanType()),
+        _f("usage_exceeds", BooleanType()),
+        _f("manual", BooleanType()),
+        _f("clean_immediately", BooleanType()),
+        _f("clean_at_once", BooleanType()),
+        _f("physic_ratio", DoubleType()),
+        _f("logics_ratio", DoubleType()),
+        _f("disk_state", StringType()),
+        _f("hour", IntegerType()),
+        _f("fired", BooleanType()),
+        _f("error", StringType()),
+    ]
+)
+_THRESHOLDS = StructType(
+    [
+        _f("disk_max_used_ratio", DoubleType()),
+        _f("clean_forcibly_ratio", DoubleType()),
+        _f("warning_level_ratio", DoubleType()),
+    ]
+)
+
 ROUND = StructType(
     [
         *_COMMON,
         _f("manual", BooleanType()),
-        _f(
-            "triggers",
-            StructType(
-                [
-                    _f("time_up", BooleanType()),
-                    _f("usage_exceeds", BooleanType()),
-                    _f("manual", BooleanType()),
-                    _f("clean_immediately", BooleanType()),
-                    _f("clean_at_once", BooleanType()),
-                    _f("physic_ratio", DoubleType()),
-                    _f("logics_ratio", DoubleType()),
-                    _f("disk_state", StringType()),
-                    _f("hour", IntegerType()),
-                    _f("fired", BooleanType()),
-                    _f("error", StringType()),
-                ]
-            ),
-        ),
+        _f("triggers", _TRIGGERS),
         _f("hour", IntegerType()),
         _f("min_offset_before", LongType()),
         _f("min_offset_after", LongType()),
@@ -103,16 +110,7 @@ ROUND = StructType(
         _f("duration_ms", DoubleType()),
         _f("file_reserved_time_hours", IntegerType()),
         _f("interval_ms", LongType()),
-        _f(
-            "thresholds",
-            StructType(
-                [
-                    _f("disk_max_used_ratio", DoubleType()),
-                    _f("clean_forcibly_ratio", DoubleType()),
-                    _f("warning_level_ratio", DoubleType()),
-                ]
-            ),
-        ),
+        _f("thresholds", _THRESHOLDS),
         _f(
             "disk",
             ArrayType(
@@ -133,4 +131,34 @@ ROUND = StructType(
     ]
 )
 
-SCHEMAS = {"deletion": DELETION, "round": ROUND}
+# Idle rounds folded by the daemon (``engine/rollup.py``): what the tables read of them.
+ROUND_SUMMARY = StructType(
+    [
+        *_COMMON,
+        _f("last_time_ms", LongType()),
+        _f("rounds", LongType()),
+        _f("disk_state", StringType()),
+        _f(
+            "ratio",
+            StructType(
+                [
+                    _f("min", DoubleType()),
+                    _f("max", DoubleType()),
+                    _f("sum", DoubleType()),
+                    _f("n", LongType()),
+                    _f("last", DoubleType()),
+                ]
+            ),
+        ),
+        _f("state_ms", MapType(StringType(), LongType())),
+        _f("stuck_rounds", LongType()),
+        _f("max", StructType([_f("expired_pending", IntegerType())])),
+        _f("triggers", _TRIGGERS),
+        _f("file_reserved_time_hours", IntegerType()),
+        _f("interval_ms", LongType()),
+        _f("thresholds", _THRESHOLDS),
+        *_PARTITIONS,
+    ]
+)
+
+SCHEMAS = {"deletion": DELETION, "round": ROUND, "round_summary": ROUND_SUMMARY}

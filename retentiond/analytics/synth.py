@@ -17,6 +17,9 @@ import random
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
+
+from retentiond.engine.rollup import IdleView, RoundFolder
 
 HOUR_MS = 3_600_000
 DAY_MS = 24 * HOUR_MS
@@ -29,6 +32,7 @@ class Plan:
     brokers_per_cluster: int = 4
     days: int = 7
     rounds_per_day: int = 144  # every 10 minutes
+    summary_interval_ms: int = 300_000  # retentiond.journal.roundSummaryInterval's default
     start_ms: int = 1_709_510_400_000  # 2024-03-04T00:00:00Z
     seed: int = 7
 
@@ -60,10 +64,18 @@ def broker_days(plan: Plan, cluster: int, broker: int) -> list[tuple[str, dict[s
         "clean_forcibly_ratio": 0.85,
         "warning_level_ratio": 0.90,
     }
-    out = []
+    days: dict[str, dict[str, list[bytes]]] = {}
+    folder = RoundFolder()  # the daemon's own folding of idle rounds into round_summary
+
+    def put(record: dict[str, object]) -> None:
+        by_type = days.setdefault(_day(int(record["time_ms"])), {})  # type: ignore[call-overload]
+        by_type.setdefault(str(record["type"]), []).append(_dump(record))
+
     seq = 0
     for d in range(plan.days):
-        lines: dict[str, list[bytes]] = {"round": [], "deletion": [], "intent": []}
+        lines: dict[str, list[bytes]] = days.setdefault(_day(plan.start_ms + d * DAY_MS), {})
+        lines.setdefault("deletion", [])
+        lines.setdefault("intent", [])
         for i in range(plan.rounds_per_day):
             now = plan.start_ms + d * DAY_MS + i * interval + rng.randrange(1000)
             ratio = min(0.99, max(0.05, ratio + growth / plan.rounds_per_day + rng.gauss(0, 0.002)))
@@ -102,7 +114,7 @@ def broker_days(plan: Plan, cluster: int, broker: int) -> list[tuple[str, dict[s
                 )
                 base = {
                     **origin,
-                    "schema_version": 1,
+                    "schema_version": 2,
                     "id": f"{cluster}-{broker}-{seq}",
                     "time_ms": now,
                     "kind": "commitlog",
@@ -131,7 +143,7 @@ def broker_days(plan: Plan, cluster: int, broker: int) -> list[tuple[str, dict[s
                     _dump(
                         {
                             **origin,
-                            "schema_version": 1,
+                            "schema_version": 2,
                             "type": "deletion",
                             "id": f"{cluster}-{broker}-{seq}-cq{q}",
                             "time_ms": now,
@@ -152,61 +164,82 @@ def broker_days(plan: Plan, cluster: int, broker: int) -> list[tuple[str, dict[s
                         }
                     )
                 )
-            lines["round"].append(
-                _dump(
+            record = {
+                **origin,
+                "schema_version": 2,
+                "type": "round",
+                "time_ms": now,
+                "manual": False,
+                "triggers": {
+                    "time_up": time_up,
+                    "usage_exceeds": state != "ok",
+                    "manual": False,
+                    "clean_immediately": state in ("clean_forcibly", "warning_level"),
+                    "clean_at_once": state in ("clean_forcibly", "warning_level"),
+                    "physic_ratio": r,
+                    "logics_ratio": r,
+                    "disk_state": state,
+                    "hour": hour,
+                    "fired": time_up or state != "ok",
+                    "error": None,
+                },
+                "hour": hour,
+                "min_offset_before": seq * FILE_BYTES,
+                "min_offset_after": (seq + 1) * FILE_BYTES,
+                "queues_examined": deletes > 0,
+                "deleted": {
+                    "commitlog": {"files": deletes, "bytes": cl_bytes},
+                    "consumequeue": {"files": cq, "bytes": cq * 6_000_000},
+                    "index": {"files": 0, "bytes": 0},
+                },
+                "failures": 0,
+                "expired_pending": rng.randint(0, 3),
+                "errors": [],
+                "stopped": False,
+                "duration_ms": rng.uniform(1, 50),
+                "config_hash": "synthetic00",
+                "file_reserved_time_hours": reserved,
+                "interval_ms": interval,
+                "thresholds": thresholds,
+                "disk": [
                     {
-                        **origin,
-                        "schema_version": 1,
-                        "type": "round",
-                        "time_ms": now,
-                        "manual": False,
-                        "triggers": {
-                            "time_up": time_up,
-                            "usage_exceeds": state != "ok",
-                            "manual": False,
-                            "clean_immediately": state in ("clean_forcibly", "warning_level"),
-                            "clean_at_once": state in ("clean_forcibly", "warning_level"),
-                            "physic_ratio": r,
-                            "logics_ratio": r,
-                            "disk_state": state,
-                            "hour": hour,
-                            "fired": time_up or state != "ok",
-                            "error": None,
-                        },
-                        "hour": hour,
-                        "min_offset_before": seq * FILE_BYTES,
-                        "min_offset_after": (seq + 1) * FILE_BYTES,
-                        "queues_examined": deletes > 0,
-                        "deleted": {
-                            "commitlog": {"files": deletes, "bytes": cl_bytes},
-                            "consumequeue": {"files": cq, "bytes": cq * 6_000_000},
-                            "index": {"files": 0, "bytes": 0},
-                        },
-                        "failures": 0,
-                        "expired_pending": rng.randint(0, 3),
-                        "errors": [],
-                        "stopped": False,
-                        "duration_ms": rng.uniform(1, 50),
-                        "config_hash": "synthetic00",
-                        "file_reserved_time_hours": reserved,
-                        "interval_ms": interval,
-                        "thresholds": thresholds,
-                        "disk": [
-                            {
-                                "role": "commitlog",
-                                "path": f"/data/{b}/store/commitlog",
-                                "ratio": r,
-                                "total_bytes": 4 << 40,
-                                "used_bytes": int(r * (4 << 40)),
-                                "avail_bytes": int((1 - r) * (4 << 40)),
-                                "error": None,
-                            }
-                        ],
+                        "role": "commitlog",
+                        "path": f"/data/{b}/store/commitlog",
+                        "ratio": r,
+                        "total_bytes": 4 << 40,
+                        "used_bytes": int(r * (4 << 40)),
+                        "avail_bytes": int((1 - r) * (4 << 40)),
+                        "error": None,
                     }
-                )
-            )
-        out.append((_day(plan.start_ms + d * DAY_MS), lines))
-    return out
+                ],
+            }
+            for rec in folder.offer(record, _idle_view(record), plan.summary_interval_ms):
+                put({**origin, "schema_version": 2, **rec})
+    for rec in folder.flush():  # the daemon's shutdown
+        put({**origin, "schema_version": 2, **rec})
+    return sorted(days.items())
+
+
+def _idle_view(record: dict[str, Any]) -> IdleView:
+    """The RocketMQ kind's reading of a round record (``RocketMQ.idle_view``), for records
+    that never went through a kind: the same state, ratio and stuck rule."""
+    t = record["triggers"]
+    ratios = [r for r in (t["physic_ratio"], t["logics_ratio"]) if r is not None]
+    flags = ("time_up", "usage_exceeds", "manual", "clean_immediately", "clean_at_once")
+    return IdleView(
+        state=(*(t[f] for f in flags), t["fired"], t["disk_state"]),
+        disk_state=t["disk_state"],
+        ratio=max(ratios) if ratios else None,
+        stuck=bool(t["usage_exceeds"]),
+        interval_ms=record["interval_ms"],
+        carried={
+            "triggers": t,
+            "file_reserved_time_hours": record["file_reserved_time_hours"],
+            "interval_ms": record["interval_ms"],
+            "thresholds": record["thresholds"],
+        },
+        maxima={"expired_pending": record["expired_pending"]},
+    )
 
 
 def write_broker(target: Path, plan: Plan, cluster: int, broker: int) -> int:

@@ -75,56 +75,101 @@ def effective_retention(d: DataFrame) -> DataFrame:
     )
 
 
-def prepare_rounds(rounds: DataFrame) -> DataFrame:
-    """One row per round with its disk ratio, state and the time it stands for.
+def _state_ms(states: list[str]) -> Column:
+    """A summary's time already spent in these states (between its own rounds)."""
+    names = ", ".join(f"'{s}'" for s in states)
+    return F.expr(
+        f"aggregate(map_values(map_filter(state_ms, (k, v) -> k IN ({names}))), 0L, "
+        "(acc, v) -> acc + coalesce(v, 0L))"
+    )
+
+
+def prepare_rounds(rounds: DataFrame, summaries: DataFrame | None = None) -> DataFrame:
+    """One row per ``round`` record or ``round_summary`` (a run of folded idle rounds), with
+    what the daily tables aggregate: round count, ratio figures, state, time.
 
     A round stands for the time until the broker's next round, capped at twice the configured
     interval (a stopped daemon is not "time above a threshold"); the last round for one
-    interval.
+    interval. A summary already carries the time between its own rounds (``state_ms``); its
+    last round is weighed here like any round (``tail_ms``), against the next record's start.
     """
-    w = Window.partitionBy(*KEY).orderBy("time_ms")
-    gap = F.lead("time_ms").over(w) - F.col("time_ms")
-    interval = F.col("interval_ms")
-    weight = F.when(gap.isNull(), F.coalesce(interval, F.lit(0))).otherwise(
-        F.least(gap, F.coalesce(interval * 2, gap))
-    )
-    state = F.col("triggers.disk_state")
+    ratio = F.greatest("triggers.physic_ratio", "triggers.logics_ratio")
     cl_deleted = F.coalesce(F.col("deleted.commitlog.files"), F.lit(0))
     errors = F.coalesce(F.size("errors"), F.lit(0))
-    return rounds.select(
+    zero = F.lit(0).cast("long")
+    single = rounds.select(
         "dt",
         *KEY,
         "time_ms",
-        F.greatest("triggers.physic_ratio", "triggers.logics_ratio").alias("ratio"),
-        state.alias("disk_state"),
-        weight.cast("long").alias("weight_ms"),
-        (F.coalesce(F.col("triggers.usage_exceeds"), F.lit(False)) & (cl_deleted == 0)).alias(
-            "stuck"
-        ),
-        (F.col("triggers.error").isNotNull() | (errors > 0)).alias("error"),
-        F.coalesce(F.col("failures"), F.lit(0)).alias("failures"),
+        F.col("time_ms").alias("last_time_ms"),
+        F.lit(1).cast("long").alias("n"),
+        ratio.alias("ratio_max"),
+        ratio.alias("ratio_sum"),
+        F.when(ratio.isNotNull(), 1).otherwise(0).cast("long").alias("ratio_n"),
+        ratio.alias("ratio"),
+        F.col("triggers.disk_state").alias("disk_state"),
+        F.col("interval_ms"),
+        zero.alias("inner_over_max"),
+        zero.alias("inner_over_forcibly"),
+        zero.alias("inner_warning"),
+        (F.coalesce(F.col("triggers.usage_exceeds"), F.lit(False)) & (cl_deleted == 0))
+        .cast("long")
+        .alias("stuck"),
+        (F.col("triggers.error").isNotNull() | (errors > 0)).cast("long").alias("error"),
+        F.coalesce(F.col("failures"), F.lit(0)).cast("long").alias("failures"),
         F.col("expired_pending"),
         F.col("file_reserved_time_hours"),
         F.col("thresholds.warning_level_ratio").alias("warning_level_ratio"),
     )
+    if summaries is not None:
+        folded = summaries.select(
+            "dt",
+            *KEY,
+            "time_ms",
+            "last_time_ms",
+            F.col("rounds").alias("n"),
+            F.col("ratio.max").alias("ratio_max"),
+            F.col("ratio.sum").alias("ratio_sum"),
+            F.coalesce(F.col("ratio.n"), zero).alias("ratio_n"),
+            F.col("ratio.last").alias("ratio"),
+            F.col("disk_state"),
+            F.col("interval_ms"),
+            _state_ms(OVER_MAX).alias("inner_over_max"),
+            _state_ms(OVER_FORCIBLY).alias("inner_over_forcibly"),
+            _state_ms(["warning_level"]).alias("inner_warning"),
+            F.coalesce(F.col("stuck_rounds"), zero).alias("stuck"),
+            zero.alias("error"),
+            zero.alias("failures"),
+            F.col("max.expired_pending").alias("expired_pending"),
+            F.col("file_reserved_time_hours"),
+            F.col("thresholds.warning_level_ratio").alias("warning_level_ratio"),
+        )
+        single = single.unionByName(folded)
+    w = Window.partitionBy(*KEY).orderBy("time_ms")
+    gap = F.lead("time_ms").over(w) - F.col("last_time_ms")
+    interval = F.col("interval_ms")
+    tail = F.when(gap.isNull(), F.coalesce(interval, F.lit(0))).otherwise(
+        F.least(gap, F.coalesce(interval * 2, gap))
+    )
+    return single.withColumn("tail_ms", tail.cast("long")).drop("interval_ms")
 
 
-def _ms_when(cond: Column) -> Column:
-    return F.sum(F.when(cond, F.col("weight_ms")).otherwise(F.lit(0))).cast("long")
+def _ms_in(states: list[str], inner: str) -> Column:
+    tail = F.when(F.col("disk_state").isin(states), F.col("tail_ms")).otherwise(F.lit(0))
+    return F.sum(tail + F.col(inner)).cast("long")
 
 
 def disk_pressure(r: DataFrame) -> DataFrame:
     """Per day and broker: time above each threshold and rounds that could not help."""
-    state = F.col("disk_state")
     return r.groupBy("dt", *KEY).agg(
-        F.count(F.lit(1)).alias("rounds"),
-        F.max("ratio").alias("max_ratio"),
-        F.avg("ratio").alias("avg_ratio"),
-        _ms_when(state.isin(OVER_MAX)).alias("ms_over_max_ratio"),
-        _ms_when(state.isin(OVER_FORCIBLY)).alias("ms_over_clean_forcibly"),
-        _ms_when(state == "warning_level").alias("ms_over_warning_level"),
-        F.sum(F.col("stuck").cast("int")).alias("stuck_rounds"),
-        F.sum(F.col("error").cast("int")).alias("error_rounds"),
+        F.sum("n").cast("long").alias("rounds"),
+        F.max("ratio_max").alias("max_ratio"),
+        (F.sum("ratio_sum") / F.sum("ratio_n")).alias("avg_ratio"),
+        _ms_in(OVER_MAX, "inner_over_max").alias("ms_over_max_ratio"),
+        _ms_in(OVER_FORCIBLY, "inner_over_forcibly").alias("ms_over_clean_forcibly"),
+        _ms_in(["warning_level"], "inner_warning").alias("ms_over_warning_level"),
+        F.sum("stuck").cast("long").alias("stuck_rounds"),
+        F.sum("error").cast("long").alias("error_rounds"),
         F.sum("failures").cast("long").alias("failures"),
         F.max("expired_pending").alias("max_expired_pending"),
     )
@@ -150,8 +195,8 @@ def capacity_forecast(pressure: DataFrame, r: DataFrame, as_of: str) -> DataFram
         r.where(F.col("ratio").isNotNull())
         .groupBy(*KEY)
         .agg(
-            F.max_by("ratio", "time_ms").alias("latest_ratio"),
-            F.max_by("warning_level_ratio", "time_ms").alias("warning_level_ratio"),
+            F.max_by("ratio", "last_time_ms").alias("latest_ratio"),
+            F.max_by("warning_level_ratio", "last_time_ms").alias("warning_level_ratio"),
         )
     )
     slope = F.col("slope_per_day")
@@ -208,7 +253,7 @@ def broker_window(d: DataFrame, pressure: DataFrame, r: DataFrame) -> DataFrame:
         F.sum("error_rounds").cast("long").alias("error_rounds"),
     )
     reserved = r.groupBy(*KEY).agg(
-        F.max_by("file_reserved_time_hours", "time_ms").alias("file_reserved_time_hours")
+        F.max_by("file_reserved_time_hours", "last_time_ms").alias("file_reserved_time_hours")
     )
     keys = d.select(*KEY).union(r.select(*KEY)).distinct()
     return keys.join(dels, KEY, "left").join(press, KEY, "left").join(reserved, KEY, "left")

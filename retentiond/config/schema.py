@@ -751,6 +751,18 @@ KEYS: tuple[ConfigKey, ...] = (
         java_type="long",
     ),
     ConfigKey(
+        "retentiond.journal.roundSummaryInterval",
+        "daemon.journal_round_summary_interval_ms",
+        Kind.INT,
+        "Idle rounds (nothing deleted, nothing failed, same triggers and disk state, ratio within "
+        "0.01 of the last round record) are folded into one round_summary record written at "
+        "most this often; 0 writes every round in full.",
+        default=s.DEFAULT_JOURNAL_ROUND_SUMMARY_INTERVAL_MS,
+        unit=_MS,
+        minimum=0,
+        java_type="long",
+    ),
+    ConfigKey(
         "retentiond.ship.target",
         "daemon.ship_target",
         Kind.PATH,

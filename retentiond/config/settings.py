@@ -33,6 +33,7 @@ DEFAULT_INITIAL_DELAY_MS = 60_000
 # Journal rotation and shipping (journal.py, ship.py; contract in docs/journal.md).
 DEFAULT_JOURNAL_MAX_SEGMENT_BYTES = 64 * 1024 * 1024
 DEFAULT_JOURNAL_MAX_SEGMENT_AGE_MS = 3_600_000  # a quiet journal still ships hourly
+DEFAULT_JOURNAL_ROUND_SUMMARY_INTERVAL_MS = 300_000  # idle rounds: one summary per 5 min
 DEFAULT_SHIP_INTERVAL_MS = 300_000
 DEFAULT_SHIP_MAX_LOCAL_BYTES = 256 * 1024 * 1024  # unshipped segments kept while unreachable
 DEFAULT_METRICS_LISTEN = "127.0.0.1:9465"  # loopback only; see observe/server.py
@@ -55,6 +56,7 @@ class DaemonSettings:
     # Journal rotation and shipping to the fleet (journal.py, ship.py).
     journal_max_segment_bytes: int = DEFAULT_JOURNAL_MAX_SEGMENT_BYTES
     journal_max_segment_age_ms: int = DEFAULT_JOURNAL_MAX_SEGMENT_AGE_MS
+    journal_round_summary_interval_ms: int = DEFAULT_JOURNAL_ROUND_SUMMARY_INTERVAL_MS
     ship_target: Path | None = None  # None = shipping off
     ship_interval_ms: int = DEFAULT_SHIP_INTERVAL_MS
     ship_max_local_bytes: int = DEFAULT_SHIP_MAX_LOCAL_BYTES

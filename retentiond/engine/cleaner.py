@@ -35,6 +35,7 @@ from retentiond.engine.inuse import PendingTotals
 from retentiond.engine.kind import RoundPlan, StoreKind
 from retentiond.engine.owner import OwnerReport
 from retentiond.engine.refused import RefusedFile, record_refusal, waiting
+from retentiond.engine.rollup import RoundFolder
 from retentiond.engine.round import Mode, Round
 from retentiond.journal.place import shares_store_filesystem
 from retentiond.journal.reconcile import ReconcileResult, reconcile
@@ -118,6 +119,7 @@ class Cleaner:
         self._store_errors = StoreErrorWatch(self.faults)
         self.last_reconcile: ReconcileResult | None = None
         self._reconciled = False
+        self.folder = RoundFolder()  # idle rounds become round_summary records
         if journal is not None and shares_store_filesystem(journal.directory, kind.directories()):
             log.warning(
                 "the journal is on the store's filesystem: on a full disk its records are held "
@@ -363,12 +365,17 @@ class Cleaner:
             "held_files": len(self.state.held),
             "journal_error": result.journal_error,
         }
-        try:
-            self.journal.append(record)  # type: ignore[union-attr]
-        except OSError as exc:
-            log.error("journal write failed for round record", error=str(exc))
+        interval = self.settings.daemon.journal_round_summary_interval_ms
+        self._append_rounds(self.folder.offer(record, self.kind.idle_view(record), interval))
         if self.journal is not None and self.journal.held:
             log.error("journal records are held in memory (disk full?)", held=self.journal.held)
+
+    def _append_rounds(self, records: list[dict[str, object]]) -> None:
+        for rec in records:
+            try:
+                self.journal.append(rec)  # type: ignore[union-attr]
+            except OSError as exc:
+                log.error("journal write failed for round record", error=str(exc), type=rec["type"])
 
     # ---- for status and metrics (any thread) ------------------------------------------
     def pending_release(self) -> PendingTotals:
@@ -421,5 +428,9 @@ class Cleaner:
         return doc
 
     def flush_journal(self) -> bool:
-        """Write records held in memory, if any (at shutdown); True if none are left."""
-        return self.journal.flush() if self.journal is not None else True
+        """Write records held in memory, if any (at shutdown): the open round summary, then
+        what a full disk held back; True if none are left."""
+        if self.journal is None:
+            return True
+        self._append_rounds(self.folder.flush())
+        return self.journal.flush()

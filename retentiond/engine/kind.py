@@ -23,6 +23,7 @@ from retentiond.config.settings import Settings
 from retentiond.engine.decision import Decision
 from retentiond.engine.figures import DiskFigures, StoreStats
 from retentiond.engine.holds import HeldFile, HoldIntervals
+from retentiond.engine.rollup import IdleView
 from retentiond.reasons import Kind, Reason
 
 if TYPE_CHECKING:
@@ -110,6 +111,12 @@ class StoreKind(Protocol):
 
     def round_fields(self, plan: RoundPlan, deleted: frozenset[str]) -> dict[str, object]:
         """The kind's part of the journal's ``round`` record."""
+        ...
+
+    def idle_view(self, record: Mapping[str, Any]) -> IdleView | None:
+        """How a ``round`` record of this kind reads for folding idle rounds into summaries
+        (``engine.rollup``): its state, ratio, stuck flag and the fields the summary carries.
+        None: never idle (the store could not be measured)."""
         ...
 
     # ---- for people and dashboards ------------------------------------------------------

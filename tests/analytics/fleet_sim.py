@@ -16,12 +16,14 @@ from __future__ import annotations
 
 import math
 import os
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from retentiond.engine.cleaner import Cleaner
+from retentiond.engine.rollup import IdleView, RoundFolder
 from retentiond.journal import ship
 from retentiond.journal.writer import Journal, Origin
 from retentiond.storegen.rocketmq import StoreSpec
@@ -36,6 +38,7 @@ FILE_SIZE = 32 * 1024
 FILES_PER_DAY = 12
 MSGS_PER_FILE = 31  # 1 KiB messages in a 32 KiB file with the 8-byte blank
 BLOCK = 4096
+SUMMARY_INTERVAL_MS = 6 * HOUR_MS  # hourly rounds: up to six idle ones per round_summary
 
 
 @dataclass(frozen=True)
@@ -63,6 +66,21 @@ class LedgerJournal(Journal):
         self.ledger.extend(records)
 
 
+class LedgerFolder(RoundFolder):
+    """The real folding, also remembering every round record offered to it: the history
+    as it was before folding, against which the tables must give the same answers."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.offered: list[dict[str, Any]] = []
+
+    def offer(
+        self, record: Mapping[str, Any], view: IdleView | None, interval_ms: int
+    ) -> list[dict[str, Any]]:
+        self.offered.append(dict(record))
+        return super().offer(record, view, interval_ms)
+
+
 @dataclass
 class Broker:
     cluster: str
@@ -80,6 +98,12 @@ class Broker:
         assert self.journal is not None
         origin = {"cluster": self.cluster, "broker": self.name, "host": self.host}
         return [{**origin, **r} for r in self.journal.ledger]
+
+    def every_round(self) -> list[dict[str, object]]:
+        """Every round the cleaner ran, as full ``round`` records (folded or not)."""
+        assert self.cleaner is not None and isinstance(self.cleaner.folder, LedgerFolder)
+        origin = {"cluster": self.cluster, "broker": self.name, "host": self.host}
+        return [{**origin, **r} for r in self.cleaner.folder.offered]
 
 
 def profiles() -> dict[tuple[str, str], Profile]:
@@ -189,6 +213,9 @@ class Fleet:
     def records(self) -> list[dict[str, object]]:
         return [r for b in self.brokers for r in b.records()]
 
+    def every_round(self) -> list[dict[str, object]]:
+        return [r for b in self.brokers for r in b.every_round()]
+
 
 def build(tmp: Path) -> Fleet:
     """Run the week; returns the fleet with its ledgers and the shipped target."""
@@ -216,7 +243,13 @@ def build(tmp: Path) -> Fleet:
             fileReservedTime=profile.reserved_hours,
             deleteFileBatchMax=profile.batch_max,
             cleanResourceInterval=HOUR_MS,
-            retentiond={"timezone": "UTC"},
+            retentiond={
+                "timezone": "UTC",
+                "journal": {
+                    "dir": str(broker.journal_dir),
+                    "roundSummaryInterval": SUMMARY_INTERVAL_MS,
+                },
+            },
         )
         _hide_future(broker, START_MS)
         origin = Origin(cluster, name, broker.host, str(broker.root))
@@ -232,6 +265,7 @@ def build(tmp: Path) -> Fleet:
             clock_ms=lambda: clock["now"],
             proc_root=str(proc),
         )
+        broker.cleaner.folder = LedgerFolder()
         brokers.append(broker)
     target = tmp / "target"
     target.mkdir()
@@ -248,6 +282,8 @@ def build(tmp: Path) -> Fleet:
                 for broker in brokers:
                     results.append(_ship(broker, target, flush=False))
     for broker in brokers:
+        assert broker.cleaner is not None
+        broker.cleaner.flush_journal()  # the daemon's shutdown: the open summary is written
         results.append(_ship(broker, target, flush=True))
         assert broker.journal is not None
         broker.journal.close()

@@ -111,33 +111,67 @@ def deletions(fleet: fleet_sim.Fleet) -> list[dict[str, Any]]:
     ]
 
 
-def rounds(fleet: fleet_sim.Fleet) -> list[dict[str, Any]]:
-    """Round records with their ratio and the time each stands for (see docs/journal.md)."""
+def items(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """``round`` and ``round_summary`` records as runs of rounds, with what the tables read
+    of them and the time each stands for (see docs/journal.md): a round is a run of one."""
     by_broker: dict[tuple, list[dict[str, Any]]] = defaultdict(list)
-    for r in fleet.records():
+    for r in records:
+        t = r.get("triggers")
         if r["type"] == "round":
-            by_broker[key(r)].append(r)
+            ratios = [x for x in (t["physic_ratio"], t["logics_ratio"]) if x is not None]
+            ratio = max(ratios) if ratios else None
+            item = {
+                "last_time_ms": r["time_ms"],
+                "n": 1,
+                "ratio": ratio,
+                "ratio_max": ratio,
+                "ratio_sum": ratio or 0.0,
+                "ratio_n": int(ratio is not None),
+                "state": t["disk_state"],
+                "inner": {},
+                "stuck": int(t["usage_exceeds"] and r["deleted"]["commitlog"]["files"] == 0),
+                "expired_pending": r["expired_pending"],
+            }
+        elif r["type"] == "round_summary":
+            item = {
+                "last_time_ms": r["last_time_ms"],
+                "n": r["rounds"],
+                "ratio": r["ratio"]["last"],
+                "ratio_max": r["ratio"]["max"],
+                "ratio_sum": r["ratio"]["sum"] or 0.0,
+                "ratio_n": r["ratio"]["n"],
+                "state": r["disk_state"],
+                "inner": r["state_ms"],
+                "stuck": r["stuck_rounds"],
+                "expired_pending": r["max"]["expired_pending"],
+            }
+        else:
+            continue
+        by_broker[key(r)].append({**r, **item, "dt": day(r["time_ms"])})
     out = []
     for rs in by_broker.values():
         rs.sort(key=lambda r: r["time_ms"])
         for i, r in enumerate(rs):
-            t = r["triggers"]
-            ratios = [x for x in (t["physic_ratio"], t["logics_ratio"]) if x is not None]
             if i + 1 < len(rs):
-                weight = min(rs[i + 1]["time_ms"] - r["time_ms"], 2 * r["interval_ms"])
+                tail = min(rs[i + 1]["time_ms"] - r["last_time_ms"], 2 * r["interval_ms"])
             else:
-                weight = r["interval_ms"]
-            out.append(
-                {
-                    **r,
-                    "dt": day(r["time_ms"]),
-                    "ratio": max(ratios) if ratios else None,
-                    "state": t["disk_state"],
-                    "weight": weight,
-                    "stuck": t["usage_exceeds"] and r["deleted"]["commitlog"]["files"] == 0,
-                }
+                tail = r["interval_ms"]
+            r["ms"] = lambda states, r=r, tail=tail: (
+                (tail if r["state"] in states else 0)
+                + sum(v for s, v in r["inner"].items() if s in states)
             )
+            out.append(r)
     return out
+
+
+def rounds(fleet: fleet_sim.Fleet) -> list[dict[str, Any]]:
+    """Every round the engine ran, unfolded: the history the tables must describe."""
+    return items(fleet.every_round())
+
+
+def journal_rounds(fleet: fleet_sim.Fleet) -> list[dict[str, Any]]:
+    """The same history as the journals tell it: full rounds and summaries of idle ones."""
+    return items(fleet.records())
 
 
 def group(rows: list[dict[str, Any]], *extra: str) -> dict[tuple, list[dict[str, Any]]]:
@@ -259,30 +293,62 @@ def test_effective_retention(fleet, analysis) -> None:
     assert_table(table(analysis, "effective_retention"), expected, ("dt", *KEY))
 
 
-def test_disk_pressure(fleet, analysis) -> None:
+def daily_pressure(rs: list[dict[str, Any]]) -> dict[tuple, dict[str, Any]]:
     expected = {}
-    for k, rs in group(rounds(fleet)).items():
-        ratios = [r["ratio"] for r in rs]
+    for k, day_rs in group(rs).items():
         expected[k] = {
-            "rounds": len(rs),
-            "max_ratio": max(ratios),
-            "avg_ratio": sum(ratios) / len(ratios),
-            "ms_over_max_ratio": sum(r["weight"] for r in rs if r["state"] in OVER_MAX),
-            "ms_over_clean_forcibly": sum(r["weight"] for r in rs if r["state"] in OVER_FORCIBLY),
-            "ms_over_warning_level": sum(r["weight"] for r in rs if r["state"] == "warning_level"),
-            "stuck_rounds": sum(r["stuck"] for r in rs),
+            "rounds": sum(r["n"] for r in day_rs),
+            "max_ratio": max(r["ratio_max"] for r in day_rs),
+            "avg_ratio": sum(r["ratio_sum"] for r in day_rs) / sum(r["ratio_n"] for r in day_rs),
+            "ms_over_max_ratio": sum(r["ms"](OVER_MAX) for r in day_rs),
+            "ms_over_clean_forcibly": sum(r["ms"](OVER_FORCIBLY) for r in day_rs),
+            "ms_over_warning_level": sum(r["ms"]({"warning_level"}) for r in day_rs),
+            "stuck_rounds": sum(r["stuck"] for r in day_rs),
             "error_rounds": 0,
-            "max_expired_pending": max(r["expired_pending"] for r in rs),
+            "max_expired_pending": max(r["expired_pending"] for r in day_rs),
         }
+    return expected
+
+
+def test_disk_pressure(fleet, analysis) -> None:
+    expected = daily_pressure(rounds(fleet))
+    folded = daily_pressure(journal_rounds(fleet))
+    assert set(folded) == set(expected)
+    for k, want in expected.items():
+        assert all(close(folded[k][c], v) for c, v in want.items()), (k, folded[k], want)
     assert_table(table(analysis, "disk_pressure"), expected, ("dt", *KEY))
 
 
-def forecasts(fleet: fleet_sim.Fleet) -> dict[tuple, dict[str, Any]]:
-    rs = rounds(fleet)
+def test_the_journals_fold_idle_rounds_into_summaries(fleet: fleet_sim.Fleet) -> None:
+    """Most hourly rounds of the simulated week did nothing: the shipped journals hold them
+    as round_summary records, each within one UTC day, and far fewer round records."""
+    ran = fleet.every_round()
+    shipped: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    for path in fleet.target.rglob("*.jsonl.gz"):
+        with gzip.open(path, "rt") as fh:
+            for line in fh:
+                record = json.loads(line)
+                shipped[record["type"]].append(record)
+    full, summaries = shipped["round"], shipped["round_summary"]
+    assert summaries and len(full) + sum(s["rounds"] for s in summaries) == len(ran)
+    assert len(full) < len(ran) / 2, (len(full), len(ran))
+    assert len(full) + len(summaries) < 0.7 * len(ran)
+    assert any(s["rounds"] >= 5 for s in summaries)
+    for s in summaries:
+        assert day(s["time_ms"]) == day(s["last_time_ms"])
+        assert s["last_time_ms"] - s["time_ms"] < fleet_sim.SUMMARY_INTERVAL_MS
+        assert s["schema_version"] == 2
+    # every round that deleted something is still there in full
+    deleting = [r for r in ran if any(c["files"] for c in r["deleted"].values())]
+    assert deleting and {key(r, "time_ms") for r in deleting} <= {key(r, "time_ms") for r in full}
+
+
+def forecasts(fleet: fleet_sim.Fleet, source=rounds) -> dict[tuple, dict[str, Any]]:
+    rs = source(fleet)
     as_of = max(r["dt"] for r in rs)
     peaks: dict[tuple, dict[str, float]] = defaultdict(dict)
     for k, day_rounds in group(rs).items():
-        peaks[k[1:]][k[0]] = max(r["ratio"] for r in day_rounds)
+        peaks[k[1:]][k[0]] = max(r["ratio_max"] for r in day_rounds)
     out = {}
     for k, by_day in peaks.items():
         xs = [float((date.fromisoformat(d) - date(1970, 1, 1)).days) for d in sorted(by_day)]
@@ -293,7 +359,7 @@ def forecasts(fleet: fleet_sim.Fleet) -> dict[tuple, dict[str, Any]]:
         )
         fitted = my - slope * mx + slope * xs[-1]
         last = max(
-            (r for r in rs if key(r) == k), key=lambda r: r["time_ms"]
+            (r for r in rs if key(r) == k), key=lambda r: r["last_time_ms"]
         )  # the broker's latest round
         warning = last["thresholds"]["warning_level_ratio"]
         if fitted >= warning:
@@ -322,6 +388,10 @@ def forecasts(fleet: fleet_sim.Fleet) -> dict[tuple, dict[str, Any]]:
 
 def test_capacity_forecast(fleet, analysis) -> None:
     expected = forecasts(fleet)
+    folded = forecasts(fleet, journal_rounds)
+    assert set(folded) == set(expected)
+    for k, want in expected.items():
+        assert all(close(folded[k][c], v) for c, v in want.items()), (k, folded[k], want)
     assert_table(table(analysis, "capacity_forecast"), expected, ("dt", *KEY))
     days = [v["days_to_warning"] for v in expected.values()]
     assert any(d == 0.0 for d in days), "a broker already at the warning level"
@@ -346,10 +416,8 @@ def expected_fleet(fleet: fleet_sim.Fleet) -> dict[tuple, dict[str, Any]]:
             "forced_min_age_hours": min(r["age_ms"] for r in forced) / HOUR if forced else None,
             "retention_p50_hours": pct(cl_ages, 0.5) / HOUR if cl_ages else None,
             "file_reserved_time_hours": my_rounds[-1]["file_reserved_time_hours"],
-            "rounds": len(my_rounds),
-            "ms_over_warning_level": sum(
-                r["weight"] for r in my_rounds if r["state"] == "warning_level"
-            ),
+            "rounds": sum(r["n"] for r in my_rounds),
+            "ms_over_warning_level": sum(r["ms"]({"warning_level"}) for r in my_rounds),
             "stuck_rounds": sum(r["stuck"] for r in my_rounds),
             "error_rounds": 0,
             "days_to_warning": f["days_to_warning"],

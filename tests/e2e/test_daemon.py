@@ -117,6 +117,7 @@ def start_daemon(
                 "initialDelay": 300,
                 "controlSocket": str(short_dir / "control.sock"),
                 "metrics": {"listen": "127.0.0.1:0"},
+                "journal": {"roundSummaryInterval": 0},  # the tests count round records
             },
         }
         journal = tmp_path / "journal"

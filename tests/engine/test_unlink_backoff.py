@@ -143,7 +143,7 @@ def test_an_immutable_file_is_retried_with_backoff_not_every_round(
         deleteCommitLogFilesInterval=0, deleteConsumeQueueFilesInterval=0,
         redeleteHangedFileInterval=CAP_MS,
         retentiond={
-            "initialDelay": 0, "journal": {"dir": str(journal)},
+            "initialDelay": 0, "journal": {"dir": str(journal), "roundSummaryInterval": 0},
             "metrics": {"listen": "127.0.0.1:0"}, "controlSocket": str(sockets / "c.sock"),
         },
     )  # fmt: skip
@@ -246,7 +246,7 @@ def test_the_plan_keeps_a_refused_file_and_everything_behind_it(
         store.root, SPEC, immutable_dir / "broker.yaml",
         deleteWhen=ALL_HOURS, fileReservedTime=72, deleteCommitLogFilesInterval=0,
         deleteConsumeQueueFilesInterval=0, redeleteHangedFileInterval=60_000,
-        retentiond={"journal": {"dir": str(journal)}},
+        retentiond={"journal": {"dir": str(journal), "roundSummaryInterval": 0}},
     )  # fmt: skip
     settings = load_settings(config)
     # The clock stands still: every round below is inside the first backoff step, however

@@ -56,7 +56,8 @@ CLEAN_NOW: dict[str, Any] = {
     "deleteConsumeQueueFilesInterval": 0,
     # A test daemon binds a free port (the log names it; Daemon.metrics_url reads it back),
     # never the default 9465: two runs on one machine must not meet there.
-    "retentiond": {"metrics": {"listen": "127.0.0.1:0"}},
+    # Every round in full: the tests count round records (docs/journal.md, round_summary).
+    "retentiond": {"metrics": {"listen": "127.0.0.1:0"}, "journal": {"roundSummaryInterval": 0}},
 }
 
 
@@ -67,7 +68,7 @@ def config_keys(
     with the journal directory (if given) under the test's own ``retentiond`` keys."""
     daemon = {**defaults.get("retentiond", {})}
     if journal is not None:
-        daemon["journal"] = {"dir": str(journal)}
+        daemon["journal"] = {**daemon.get("journal", {}), "dir": str(journal)}
     daemon.update(keys.get("retentiond", {}))
     merged = {**defaults, **keys}
     merged.pop("retentiond", None)

@@ -142,7 +142,8 @@ def test_a_killed_once_is_reconciled_before_its_intent_ships(tmp_path: Path, poi
         diskMaxUsedSpaceRatio=95, diskSpaceCleanForciblyRatio=0.85,
         diskSpaceWarningLevelRatio=0.90, cleanFileForciblyEnable=False,
         retentiond={
-            "initialDelay": 0, "journal": {"dir": str(journal), "maxSegmentAge": 1000},
+            "initialDelay": 0,
+            "journal": {"dir": str(journal), "maxSegmentAge": 1000, "roundSummaryInterval": 0},
             "ship": {"target": str(target), "interval": 1000},
             "metrics": {"listen": "127.0.0.1:0"}, "controlSocket": str(sockets / "d.sock"),
         },

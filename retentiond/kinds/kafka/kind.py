@@ -15,6 +15,7 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from retentiond.config.settings import Settings
 from retentiond.engine.decision import Decision
@@ -22,6 +23,7 @@ from retentiond.engine.disk import measure_path
 from retentiond.engine.execute import Run, open_dir_below
 from retentiond.engine.figures import DiskFigures, KindStats, StoreStats
 from retentiond.engine.holds import HeldFile
+from retentiond.engine.rollup import IdleView
 from retentiond.engine.round import Round
 from retentiond.kinds.kafka import formats as fm
 from retentiond.kinds.kafka.config import KafkaServerConfig
@@ -182,6 +184,11 @@ class Kafka:
 
     def status(self) -> dict[str, object]:
         return {"plan_only_log_dirs": list(self.last_plan_only)}
+
+    def idle_view(self, record: Mapping[str, Any]) -> IdleView | None:
+        """Kafka rounds are never folded yet: its round record has no disk state to fold by
+        (retention here is by time, size and offsets, not by disk pressure)."""
+        return None
 
     def round_fields(self, plan: KafkaPlan, deleted: frozenset[str]) -> dict[str, object]:  # type: ignore[override]
         return {

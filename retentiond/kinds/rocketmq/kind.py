@@ -16,12 +16,14 @@ import os
 from collections.abc import Mapping
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 from retentiond.config.settings import Settings
 from retentiond.engine.decision import Decision
 from retentiond.engine.execute import Run, open_dir_below
 from retentiond.engine.figures import DiskFigures, StoreStats
 from retentiond.engine.holds import HeldFile
+from retentiond.engine.rollup import IdleView
 from retentiond.engine.round import Round
 from retentiond.journal.place import default_journal_dir
 from retentiond.kinds.rocketmq import scancache
@@ -41,6 +43,16 @@ from retentiond.reasons import DELETE_REASONS, FORCED_REASONS, Kind, Reason, Ver
 BELOW = Reason.BELOW_COMMITLOG_MIN_OFFSET
 
 _HOUR_MS = 3_600_000
+# The trigger fields that make a round's "state": idle rounds fold only while all agree.
+_IDLE_FLAGS = (
+    "time_up",
+    "usage_exceeds",
+    "manual",
+    "clean_immediately",
+    "clean_at_once",
+    "fired",
+    "disk_state",
+)
 
 
 class RocketMQ:
@@ -239,6 +251,31 @@ class RocketMQ:
             "expired_pending": expired_pending(plan.commitlog, s, plan.now_ms, deleted),
             **round_fields(s, self.last_usage),
         }
+
+    def idle_view(self, record: Mapping[str, Any]) -> IdleView | None:
+        """Two RocketMQ rounds are alike when every trigger flag and the disk state agree;
+        the ratio is the worse of the CommitLog and ConsumeQueue ratios and a round is stuck
+        when the disk is over ``diskMaxUsedSpaceRatio`` (an idle round deletes nothing) --
+        exactly as ``analytics/tables.py`` reads a ``round`` record."""
+        t = record.get("triggers") or {}
+        if t.get("error") is not None:
+            return None
+        ratios = [r for r in (t.get("physic_ratio"), t.get("logics_ratio")) if r is not None]
+        state = tuple(t.get(k) for k in _IDLE_FLAGS)
+        return IdleView(
+            state=state,
+            disk_state=str(t.get("disk_state")),
+            ratio=max(ratios) if ratios else None,
+            stuck=bool(t.get("usage_exceeds")),
+            interval_ms=record.get("interval_ms"),
+            carried={
+                "triggers": t,
+                "file_reserved_time_hours": record.get("file_reserved_time_hours"),
+                "interval_ms": record.get("interval_ms"),
+                "thresholds": record.get("thresholds"),
+            },
+            maxima={"expired_pending": record.get("expired_pending")},
+        )
 
     # ---- for people and dashboards ------------------------------------------------------
     def render_plan(self, plan: Plan, *, all_queue_files: bool = False) -> str:  # type: ignore[override]
