@@ -34,22 +34,10 @@ from retentiond.engine.refused import BACKOFF_BASE_MS, backoff_ms
 from retentiond.journal.writer import Journal, Origin, read_records
 from retentiond.kinds import kind_for
 from retentiond.reasons import Reason, Verdict
-from retentiond.storegen.rocketmq import GeneratedStore, StoreSpec, generate_store, write_config
-from tests.conftest import need, run_cli
+from retentiond.storegen.rocketmq import GeneratedStore, generate_store, write_config
+from tests.conftest import ALL_HOURS, expired_spec, need, run_cli
 
-ALL_HOURS = ";".join(f"{h:02d}" for h in range(24))
-SPEC = StoreSpec(
-    commitlog_file_size=64 * 1024,
-    cq_file_size=8 * 20,
-    max_hash_slot_num=16,
-    max_index_num=16,
-    messages=16 * 63 - 20,
-    message_size=1024,
-    topics=1,
-    queues_per_topic=2,
-    oldest_age_hours=100.0,
-    newest_age_hours=90.0,
-)
+SPEC = expired_spec(16)  # 16 CommitLog files of 64 KiB, aged 100 to 90 h
 CAP_MS = 8000  # redeleteHangedFileInterval: attempts 1, 2, 4 s apart, then every 8 s
 
 

@@ -29,24 +29,12 @@ from typing import Any
 import pytest
 
 from retentiond.journal.writer import closed_segments, list_segments, read_records
-from retentiond.storegen.rocketmq import StoreSpec, generate_store, write_config
-from tests.conftest import run_cli
+from retentiond.storegen.rocketmq import generate_store, write_config
+from tests.conftest import ALL_HOURS, expired_spec, run_cli
 
 pytestmark = pytest.mark.slow
 
-ALL_HOURS = ";".join(f"{h:02d}" for h in range(24))
-SPEC = StoreSpec(
-    commitlog_file_size=64 * 1024,
-    cq_file_size=8 * 20,
-    max_hash_slot_num=16,
-    max_index_num=16,
-    messages=16 * 63 - 20,
-    message_size=1024,
-    topics=1,
-    queues_per_topic=2,
-    oldest_age_hours=100.0,
-    newest_age_hours=90.0,
-)
+SPEC = expired_spec(16)  # 16 CommitLog files of 64 KiB, aged 100 to 90 h
 
 # Runs `retentiond <args>` with os.unlink replaced in this process: the first unlink relative
 # to a directory handle (the executor's, on a store file) stops the process before or after
