@@ -261,15 +261,16 @@ class Daemon:
         return self.cleaner.settings
 
     def _log_round(self, result: RoundResult) -> None:
-        t = result.plan.commitlog.triggers
+        # The triggers as the store kind reported them for `status` (round_done set them).
+        t = self.state.triggers or {}
         log.info(
             "round interrupted by stop" if result.stopped else "round done",
             duration_s=round(result.duration_s, 3),
-            fired=t.fired,
-            time_up=t.time_up,
-            usage_exceeds=t.usage_exceeds,
-            manual=t.manual,
-            disk_ratio=t.physic_ratio,
+            fired=t.get("fired"),
+            time_up=t.get("time_up"),
+            usage_exceeds=t.get("usage_exceeds"),
+            manual=t.get("manual"),
+            disk_ratio=t.get("physic_ratio"),
             deleted=deleted_text(result.counts()),
             failures=len(result.failed),
             pending_expired=self.state.pending_expired,

@@ -96,7 +96,7 @@ class RetentionMetrics:
         self.stats: StoreStats | None = None  # replaced whole, never mutated: scrapes read it
         # The store kind the figures come from: the watched cleaner's once watch() is called.
         self.kind: StoreKind = kind if kind is not None else kind_for(settings)
-        self._phase = _PhaseClock()
+        self._phase = _PhaseClock(self.kind.phases)
         r = self.registry
         self.deleted_files = Counter(
             "retentiond_deleted_files",
@@ -228,10 +228,10 @@ class _PhaseClock:
     and so on; the last to the round's end. A phase the round never reached took 0 s.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, phases: tuple[str, ...]) -> None:
         self._lock = threading.Lock()
         self._thread: int | None = None  # the round's thread: a plan() elsewhere is no mark
-        self._phases: tuple[str, ...] = ()
+        self._phases = phases  # the store kind's, in order
         self._start: float | None = None
         self._marks: list[tuple[str, float]] = []
         self._end: float | None = None
@@ -253,7 +253,7 @@ class _PhaseClock:
         def mark(phase: str) -> None:
             with self._lock:
                 in_round = self._thread == threading.get_ident() and self._end is None
-                first = bool(self._phases) and phase == self._phases[0]
+                first = phase == self._phases[0]
                 seen = any(p == phase for p, _ in self._marks)
                 if self._start is not None and in_round and not first and not seen:
                     self._marks.append((phase, time.monotonic()))
@@ -266,7 +266,7 @@ class _PhaseClock:
         with self._lock:
             start, marks, end = self._start, self._marks, self._end
             self._start, self._marks, self._end = None, [], None
-        phases = self._phases or ("commitlog", "consumequeue")
+        phases = self._phases
         durations = dict.fromkeys(phases, 0.0)
         if start is None or end is None:
             durations[phases[0]] = total_s
