@@ -30,6 +30,7 @@ import structlog
 import yaml
 
 from retentiond.config.settings import Settings
+from retentiond.observe.listener import keep_serving
 
 log = structlog.get_logger("retentiond.daemon.control")
 
@@ -122,7 +123,6 @@ def _peer_uid(conn: socket.socket) -> int | None:
 MAX_NESTING = 32  # a request is one flat object; depth 32 is generous and far from recursion
 MAX_CLIENTS = 8  # served at once; one more is answered "busy" at once instead of queued
 REQUEST_DEADLINE_S = 2.0  # for the whole request, so a client sending a byte a second is cut
-_BACKOFF_S = (0.1, 0.5, 1.0, 5.0)
 
 
 class BadRequest(ValueError):
@@ -334,31 +334,26 @@ class ControlServer:
         return server
 
     def _supervise(self) -> None:
-        """serve_forever until stop; if it dies, log, wait, bind afresh (backoff)."""
-        failures = 0
-        while not self._stop.is_set():
-            server = self._server
-            try:
-                if server is None:
-                    with contextlib.suppress(FileNotFoundError):
-                        self.path.unlink()
-                    server = self._server = self._bind()
-                    self.restarts += 1
-                    log.warning("control socket re-created", path=str(self.path))
-                self.up = True
-                server.serve_forever(poll_interval=0.2)
-                return  # stop() called shutdown
-            except Exception as exc:
-                self.up = False
-                self.last_error = f"{type(exc).__name__}: {exc}"
-                self.errors.add("listener", exc)
-                log.error("control socket failed; re-creating it", error=self.last_error)
-                if server is not None:
-                    with contextlib.suppress(Exception):
-                        server.server_close()
-                self._server = None
-                self._stop.wait(_BACKOFF_S[min(failures, len(_BACKOFF_S) - 1)])
-                failures += 1
+        keep_serving(
+            self._stop,
+            self,
+            what="control socket",
+            current=lambda: self._server,
+            rebind=self._rebind,
+            forget=self._forget,
+            count_failure=lambda exc: self.errors.add("listener", exc),
+            where=lambda: {"path": str(self.path)},
+            poll_interval_s=0.2,
+        )
+
+    def _rebind(self) -> _UnixServer:
+        with contextlib.suppress(FileNotFoundError):
+            self.path.unlink()
+        self._server = self._bind()
+        return self._server
+
+    def _forget(self) -> None:
+        self._server = None
 
     def _clear_stale(self) -> None:
         try:

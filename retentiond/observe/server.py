@@ -36,6 +36,7 @@ import structlog
 from prometheus_client import CollectorRegistry, make_wsgi_app
 
 from retentiond.config.metrics import read_password
+from retentiond.observe.listener import keep_serving
 
 log = structlog.get_logger("retentiond.metrics")
 
@@ -160,7 +161,6 @@ class TlsFiles:
 
 MAX_REQUESTS = 40  # node_exporter's --web.max-requests default; 503 beyond it
 REQUEST_DEADLINE_S = 10.0  # the whole request, TLS handshake included, not each recv
-_BACKOFF_S = (0.1, 0.5, 1.0, 5.0)
 _BUSY_BODY = b"503 Service Unavailable: too many concurrent scrapes\n"
 _BUSY = (
     b"HTTP/1.0 503 Service Unavailable\r\nContent-Type: text/plain; charset=utf-8\r\n"
@@ -335,29 +335,27 @@ class MetricsServer:
         return httpd
 
     def _supervise(self) -> None:
-        """serve_forever until stop; should it die, log, wait and bind afresh (backoff)."""
-        failures = 0
-        while not self._stop.is_set():
-            httpd = self._httpd
-            try:
-                if httpd is None:
-                    httpd = self._httpd = self._bind()
-                    self.restarts += 1
-                    log.warning("metrics listener re-created", url=self.url)
-                self.up = True
-                httpd.serve_forever(poll_interval=0.1)
-                return  # stop() called shutdown
-            except Exception as exc:
-                self.up = False
-                self.last_error = f"{type(exc).__name__}: {exc}"
-                self.errors["listener"] = self.errors.get("listener", 0) + 1
-                log.error("metrics listener failed; re-creating it", error=self.last_error)
-                if httpd is not None:
-                    with contextlib.suppress(Exception):
-                        httpd.server_close()
-                self._httpd = None
-                self._stop.wait(_BACKOFF_S[min(failures, len(_BACKOFF_S) - 1)])
-                failures += 1
+        keep_serving(
+            self._stop,
+            self,
+            what="metrics listener",
+            current=lambda: self._httpd,
+            rebind=self._rebind,
+            forget=self._forget,
+            count_failure=self._count_listener_failure,
+            where=lambda: {"url": self.url},
+            poll_interval_s=0.1,
+        )
+
+    def _rebind(self) -> _Server:
+        self._httpd = self._bind()
+        return self._httpd
+
+    def _forget(self) -> None:
+        self._httpd = None
+
+    def _count_listener_failure(self, exc: Exception) -> None:
+        self.errors["listener"] = self.errors.get("listener", 0) + 1
 
     @property
     def state(self) -> dict[str, object]:
