@@ -84,9 +84,12 @@ class Guard:
         invisible_owner = bool(owner.running and not owner.pids)
         if invisible_owner and not self._warned_invisible_owner:
             self._warned_invisible_owner = True
-            log.error(
+            # A warning, said once: nothing is wrong with the store and nothing unsafe
+            # follows; deletions go at the forcible interval instead of at once.
+            log.warning(
                 "a broker holds the store lock but is not visible in /proc (another PID "
-                "namespace?): files it may hold are treated as held by others"
+                "namespace?): files it may hold are treated as held by others, and go only "
+                "once their forcible interval has passed"
             )
         sure = hm.complete and not invisible_owner
 
