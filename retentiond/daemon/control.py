@@ -30,7 +30,7 @@ import structlog
 import yaml
 
 from retentiond.config.settings import Settings
-from retentiond.observe.listener import keep_serving
+from retentiond.observe.listener import ErrorCounts, keep_serving
 
 log = structlog.get_logger("retentiond.daemon.control")
 
@@ -193,29 +193,6 @@ def _read_line(conn: socket.socket, deadline: float) -> bytes:
     return data.split(b"\n", 1)[0]
 
 
-class ErrorCounts:
-    """Connection failures by kind: a counter for metrics, and one log line per new kind."""
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self.counts: dict[str, int] = {}
-
-    def add(self, kind: str, exc: BaseException | None = None) -> None:
-        with self._lock:
-            first = kind not in self.counts
-            self.counts[kind] = self.counts.get(kind, 0) + 1
-        if first:
-            log.warning(
-                "control connection failed (logged once per kind)",
-                kind=kind,
-                error=str(exc) if exc is not None else None,
-            )
-
-    def snapshot(self) -> dict[str, int]:
-        with self._lock:
-            return dict(self.counts)
-
-
 class _Handler(socketserver.BaseRequestHandler):
     server: _UnixServer
 
@@ -289,7 +266,7 @@ class ControlServer:
         self.handlers = dict(handlers)
         self.max_clients = max_clients
         self.deadline_s = deadline_s
-        self.errors = ErrorCounts()
+        self.errors = ErrorCounts("control connection failed (logged once per kind)")
         self.restarts = 0
         self.up = False
         self.last_error: str | None = None

@@ -22,6 +22,33 @@ log = structlog.get_logger("retentiond")
 BACKOFF_S = (0.1, 0.5, 1.0, 5.0)  # pauses before re-creating a failed listener; the last repeats
 
 
+class ErrorCounts:
+    """Connection failures by kind, counted from many handler threads at once: a counter for
+    ``status`` and the metrics, and one log line the first time a kind is seen (a client
+    retrying a bad request every second must not fill the log)."""
+
+    def __init__(
+        self, message: str, *, level: str = "warning", quiet: frozenset[str] = frozenset()
+    ) -> None:
+        self._lock = threading.Lock()
+        self._message = message
+        self._level = level
+        self._quiet = quiet  # kinds counted but never logged (``busy``: shown by its counter)
+        self.counts: dict[str, int] = {}
+
+    def add(self, kind: str, exc: BaseException | None = None) -> None:
+        with self._lock:
+            first = kind not in self.counts
+            self.counts[kind] = self.counts.get(kind, 0) + 1
+        if first and kind not in self._quiet:
+            error = str(exc) if exc is not None else None
+            getattr(log, self._level)(self._message, kind=kind, error=error)
+
+    def snapshot(self) -> dict[str, int]:
+        with self._lock:
+            return dict(self.counts)
+
+
 class Serving(Protocol):
     def serve_forever(self, poll_interval: float = ...) -> None: ...
     def server_close(self) -> None: ...

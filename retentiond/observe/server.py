@@ -36,7 +36,7 @@ import structlog
 from prometheus_client import CollectorRegistry, make_wsgi_app
 
 from retentiond.config.metrics import read_password
-from retentiond.observe.listener import keep_serving
+from retentiond.observe.listener import ErrorCounts, keep_serving
 
 log = structlog.get_logger("retentiond.metrics")
 
@@ -230,7 +230,7 @@ class _Server(ThreadingMixIn, WSGIServer):
     tls: TlsFiles | None = None
     max_requests: int = MAX_REQUESTS
     slots: threading.BoundedSemaphore
-    errors: dict[str, int]
+    errors: ErrorCounts
 
     def get_request(self) -> tuple[socket.socket, Any]:
         if self.tls is not None:
@@ -259,10 +259,7 @@ class _Server(ThreadingMixIn, WSGIServer):
             self.slots.release()
 
     def count(self, kind: str) -> None:
-        first = kind not in self.errors
-        self.errors[kind] = self.errors.get(kind, 0) + 1
-        if first and kind != "busy":
-            log.info("metrics connection failed (logged once per kind)", kind=kind)
+        self.errors.add(kind)
 
     def handle_error(self, request: Any, client_address: Any) -> None:
         # A client that hangs up, fails the handshake or times out: counted, not printed.
@@ -293,7 +290,11 @@ class MetricsServer:
         self.up = False
         self.restarts = 0
         self.last_error: str | None = None
-        self.errors: dict[str, int] = {}
+        self.errors = ErrorCounts(
+            "metrics connection failed (logged once per kind)",
+            level="info",
+            quiet=frozenset({"busy"}),
+        )
 
     @property
     def scheme(self) -> str:
@@ -342,7 +343,7 @@ class MetricsServer:
             current=lambda: self._httpd,
             rebind=self._rebind,
             forget=self._forget,
-            count_failure=self._count_listener_failure,
+            count_failure=lambda exc: self.errors.add("listener", exc),
             where=lambda: {"url": self.url},
             poll_interval_s=0.1,
         )
@@ -354,16 +355,13 @@ class MetricsServer:
     def _forget(self) -> None:
         self._httpd = None
 
-    def _count_listener_failure(self, exc: Exception) -> None:
-        self.errors["listener"] = self.errors.get("listener", 0) + 1
-
     @property
     def state(self) -> dict[str, object]:
         return {
             "up": self.up,
             "restarts": self.restarts,
             "last_error": self.last_error,
-            "errors": dict(self.errors),
+            "errors": self.errors.snapshot(),
             "max_requests": self.max_requests,
         }
 
