@@ -79,7 +79,9 @@ def cmd_plan(args: argparse.Namespace) -> int:
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p = sub.add_parser("once", help="run exactly one cleaning round, as the daemon would")
-    p.add_argument("--config", required=True, help="broker.yaml or broker.conf")
+    p.add_argument(
+        "--config", required=True, help="broker.yaml, broker.conf or Kafka's server.properties"
+    )
     p.add_argument("--dry-run", action="store_true", help="plan the round, delete nothing")
     p.add_argument("--manual", action="store_true", help="make it a manual-delete round")
     p.add_argument("--json", action="store_true", help="machine-readable result on stdout")

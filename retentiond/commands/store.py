@@ -10,7 +10,10 @@ from retentiond.commands.common import EXIT_OK, load_settings_or_exit
 
 def cmd_check_config(args: argparse.Namespace) -> int:
     settings = load_settings_or_exit(args.file)
-    print(f"{args.file}: ok (config {settings.config_hash}, store {settings.store_path_root_dir})")
+    print(
+        f"{args.file}: ok (config {settings.config_hash}, {settings.store_kind} store "
+        f"{settings.store_label})"
+    )
     return EXIT_OK
 
 

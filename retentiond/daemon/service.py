@@ -391,5 +391,6 @@ class Daemon:
         next_run = job.next_run_time if job is not None else None
         return {
             "manual_rounds": MAX_MANUAL_DELETE_FILE_TIMES,
+            "store_kind": self.cleaner.settings.store_kind,
             "next_round_ms": int(next_run.timestamp() * 1000) if next_run else None,
         }

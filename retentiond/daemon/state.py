@@ -206,7 +206,8 @@ class DaemonState:
                 "ready": self.ready,
                 "broker": s.broker_name,
                 "cluster": s.broker_cluster_name,
-                "store": str(s.store_path_root_dir),
+                "store": s.store_label,
+                "store_kind": s.store_kind,
                 "config": {
                     "path": str(self.config_path),
                     "hash": s.config_hash,

@@ -26,7 +26,7 @@ from retentiond.engine.holds import HeldFile
 from retentiond.engine.rollup import IdleView
 from retentiond.engine.round import Round
 from retentiond.kinds.kafka import formats as fm
-from retentiond.kinds.kafka.config import KafkaServerConfig
+from retentiond.kinds.kafka.config import KafkaServerConfig, for_server
 from retentiond.kinds.kafka.metadata import METADATA_PARTITION_DIR, MetadataError, read_metadata
 from retentiond.kinds.kafka.offline import (
     LogDirLock,
@@ -73,9 +73,14 @@ class Kafka:
         self.server = server
         self.locks = {d: LogDirLock(d) for d in server.log_dirs}
         self.last_plan_only: list[str] = []
+        self.held_dirs: set[str] = set()  # log dirs whose .lock this round holds
 
     def reconfigure(self, settings: Settings) -> None:
+        """A reload: new retention values from the next round on. The log dirs cannot
+        change while running (``log.dirs`` is a restart key), so the locks stay."""
         self.settings = settings
+        if settings.kafka is not None:
+            self.server = for_server(settings.kafka)
 
     # ---- where its files are ------------------------------------------------------------
     def directories(self) -> tuple[str, ...]:
@@ -83,6 +88,12 @@ class Kafka:
         return tuple(sorted({*dirs, *(os.path.realpath(d) for d in dirs)}))
 
     def owner_lock(self) -> str:
+        """The ``.lock`` of the first log dir whose lock is not ours this round: a running
+        broker locks every one of its dirs, so that one names it. When the round holds them
+        all, the first dir's (the engine does not count our own hold as a broker)."""
+        for d in self.server.log_dirs:
+            if d not in self.held_dirs:
+                return os.path.join(d, fm.LOCK_FILE)
         return os.path.join(self.server.log_dirs[0], fm.LOCK_FILE)
 
     def hold_intervals(self) -> _NoHolds:
@@ -95,6 +106,8 @@ class Kafka:
         for d in self.server.log_dirs:
             try:
                 locked = self.locks[d].acquire()
+                if locked:
+                    self.held_dirs.add(d)
                 dirs.append((scan_log_dir(d), locked))
             except OSError as e:
                 errors.append(f"{d}: {e}")
@@ -142,6 +155,7 @@ class Kafka:
         finally:
             for lock in self.locks.values():
                 lock.release()
+            self.held_dirs.clear()
         self.last_plan_only = [p.path for p in planned if not p.locked]
         errors = [*snapshot.errors, *(e for p in planned for e in p.errors)]
         if snapshot.metadata_error:
