@@ -155,7 +155,6 @@ def _policy(path: str, key: str, raw: str) -> frozenset[str]:
     return frozenset(items)
 
 
-
 # ---- broker keys and topic keys (ServerTopicConfigSynonyms, KafkaConfig, LogConfig) -------
 
 BROKER_KEYS = (

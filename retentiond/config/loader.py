@@ -668,9 +668,7 @@ def _load_kafka(found: _KafkaProps, file: str, source: Path, *, check_store: boo
                 problems.append(ConfigProblem(file, key, value, _kafka_unknown_message(key)))
             continue
         if key == schema.DAEMON_NAMESPACE or schema.squash(key) in _DAEMON_LEAVES:
-            problems.append(
-                ConfigProblem(file, key, value, _unknown_key_message(key, Format.CONF))
-            )
+            problems.append(ConfigProblem(file, key, value, _unknown_key_message(key, Format.CONF)))
             continue
         kafka_props[key] = raw
     server = None
@@ -751,9 +749,7 @@ def _kafka_store_problems(
             st = os.stat(path)
             if (st.st_dev, st.st_ino) in seen:
                 other = seen[(st.st_dev, st.st_ino)]
-                problems.append(
-                    ConfigProblem(file, key, d, f"is the same directory as {other!r}")
-                )
+                problems.append(ConfigProblem(file, key, d, f"is the same directory as {other!r}"))
             seen[(st.st_dev, st.st_ino)] = d
         except OSError as exc:
             problems.append(ConfigProblem(file, key, d, f"cannot be examined: {exc.strerror}"))

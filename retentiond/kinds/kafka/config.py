@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from retentiond.config.kafka import (
     BROKER_KEYS,
@@ -86,7 +86,7 @@ def apply_topic_overrides(
 class KafkaServerConfig(KafkaServer):
     """The validated server config plus the topic defaults it gives (``TopicConfig``)."""
 
-    defaults: TopicConfig = TopicConfig()
+    defaults: TopicConfig = field(default_factory=TopicConfig)
 
     def config_for(
         self,
