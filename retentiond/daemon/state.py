@@ -71,6 +71,7 @@ class DaemonState:
     last_error: str | None = None
     triggers: dict[str, object] | None = None
     pending_expired: int | None = None
+    scan_fields: dict[str, object] | None = None  # the kind's other status fields (Kafka)
     last_scan_ms: int | None = None
     reloads_ok: int = 0
     reloads_unchanged: int = 0
@@ -110,6 +111,9 @@ class DaemonState:
             self.last_scan_ms = plan.now_ms
             self.triggers = fields.get("triggers")  # type: ignore[assignment]
             self.pending_expired = fields.get("pending_expired")  # type: ignore[assignment]
+            self.scan_fields = {
+                k: v for k, v in fields.items() if k not in ("triggers", "pending_expired")
+            }
 
     def round_done(self, result: RoundResult, kind: StoreKind) -> None:
         deleted = frozenset(o.decision.path for o in result.deleted)
@@ -239,6 +243,7 @@ class DaemonState:
                 "triggers": self.triggers,
                 "disk": _disk(self.triggers, s),
                 "pending_expired": self.pending_expired,
+                "scan": self.scan_fields,
                 "last_scan_ms": self.last_scan_ms,
                 "hung_files": [
                     {"file": p, "first_attempt_ms": h.first_attempt_ms, "error": h.last_error}

@@ -197,12 +197,36 @@ class Kafka:
         return None  # Kafka has no reDeleteHangedFile
 
     def status(self) -> dict[str, object]:
-        return {"plan_only_log_dirs": list(self.last_plan_only)}
+        return {
+            "log_dirs": list(self.server.log_dirs),
+            "plan_only_log_dirs": list(self.last_plan_only),
+        }
 
     def idle_view(self, record: Mapping[str, Any]) -> IdleView | None:
-        """Kafka rounds are never folded yet: its round record has no disk state to fold by
-        (retention here is by time, size and offsets, not by disk pressure)."""
-        return None
+        """Two Kafka rounds are alike when the same log dirs are plan-only, the per-topic
+        configs came from the same source without error and the same verdicts (reason names,
+        not counts: a roll adds a kept segment) were given. Kafka has no disk trigger, so no
+        ratio; a round is never "stuck" (a running broker keeps its own retention). The
+        summary carries what a full round says of the kind and the largest number of
+        segments a plan-only dir kept that would otherwise have gone."""
+        if record.get("metadata_error") is not None:
+            return None
+        reasons = record.get("reasons") or {}
+        plan_only = tuple(record.get("plan_only_log_dirs") or ())
+        return IdleView(
+            state=(plan_only, record.get("metadata_source"), tuple(sorted(reasons))),
+            disk_state="plan_only" if plan_only else "offline",
+            ratio=None,
+            stuck=False,
+            interval_ms=record.get("interval_ms"),
+            carried={
+                "plan_only_log_dirs": list(plan_only),
+                "metadata_source": record.get("metadata_source"),
+                "interval_ms": record.get("interval_ms"),
+                "reasons": dict(reasons),
+            },
+            maxima={"broker_running_kept": int(reasons.get("keep:broker_running", 0))},
+        )
 
     def round_fields(self, plan: KafkaPlan, deleted: frozenset[str]) -> dict[str, object]:  # type: ignore[override]
         return {
@@ -210,6 +234,7 @@ class Kafka:
             "metadata_source": plan.metadata_source,
             "metadata_error": plan.metadata_error,
             "reasons": plan.reason_counts(),
+            "interval_ms": self.server.retention_check_interval_ms,
         }
 
     # ---- for people and dashboards ------------------------------------------------------
