@@ -192,11 +192,11 @@ class LiveCollector(Collector):
                 "0 if the last reload was refused (the file on disk is not what runs), else 1.",
             ),
             _g(
-                "retentiond_log_dir_plan_only",
-                "Kafka: 1 for a log dir whose .lock another process (the broker) holds: "
-                "planned and explained, nothing deleted there; 0 for a dir the last round "
-                "could delete from (as of the last round).",
-                ["log_dir"],
+                "retentiond_store_dir_plan_only",
+                "1 for a store directory the last round could only plan for: a Kafka log dir "
+                "whose .lock another process (the broker) holds (planned and explained, "
+                "nothing deleted there); 0 for one it could delete from (RocketMQ: always 0).",
+                ["dir"],
             ),
         )
 
@@ -206,12 +206,12 @@ class LiveCollector(Collector):
         doc = self.metrics.status()
         pending, hung, manual, reloads, last_ok, plan_only = self._status_families()
         base = list(self.metrics.base)
-        # Kafka: a log dir whose .lock another process (the broker) holds is plan-only
-        dirs, held = doc.get("log_dirs"), doc.get("plan_only_log_dirs")
-        if isinstance(dirs, list):
-            held_dirs = set(held) if isinstance(held, list) else set()
-            for d in dirs:
-                plan_only.add_metric([*base, str(d)], 1.0 if d in held_dirs else 0.0)
+        # Kafka: a log dir whose .lock another process (the broker) holds is plan-only;
+        # RocketMQ's store is never (it deletes beside a running broker, as the broker would)
+        held = doc.get("plan_only_log_dirs")
+        held_dirs = set(held) if isinstance(held, list) else set()
+        for d in settings.store_dirs:
+            plan_only.add_metric([*base, d], 1.0 if d in held_dirs else 0.0)
         if isinstance(doc.get("pending_expired"), int):
             pending.add_metric(base, doc["pending_expired"])  # type: ignore[arg-type]
         hung_files = doc.get("hung_files")

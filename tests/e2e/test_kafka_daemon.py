@@ -7,6 +7,7 @@ refused and the running config kept."""
 from __future__ import annotations
 
 import json
+import re
 import time
 import urllib.request
 from pathlib import Path
@@ -15,13 +16,28 @@ from typing import Any
 from tests.conftest import Daemon, spawn_run
 from tests.e2e.test_kafka_cli import broker_holding, build_log_dir, tree, write_config
 
+DASHBOARD = Path(__file__).resolve().parents[2] / "config" / "grafana" / "retentiond.json"
 
-def metric_lines(daemon: Daemon, name: str) -> list[str]:
+
+def metrics_text(daemon: Daemon) -> str:
     url = daemon.metrics_url()
     assert url is not None
     with urllib.request.urlopen(url, timeout=10) as resp:
-        text = resp.read().decode()
-    return [line for line in text.splitlines() if line.startswith(name + "{")]
+        return resp.read().decode()
+
+
+def metric_lines(daemon: Daemon, name: str) -> list[str]:
+    return [line for line in metrics_text(daemon).splitlines() if line.startswith(name + "{")]
+
+
+def kafka_row_metrics() -> set[str]:
+    """The series the dashboard's Kafka row reads."""
+    doc = json.loads(DASHBOARD.read_text())
+    exprs = [
+        t["expr"] for p in doc["panels"] if p["title"].startswith("Kafka:") for t in p["targets"]
+    ]
+    assert len(exprs) >= 3
+    return {n for e in exprs for n in re.findall(r"\bretentiond_[a-z_]+\b", e)}
 
 
 def status(daemon: Daemon) -> dict[str, Any] | None:
@@ -51,10 +67,13 @@ def test_daemon_plan_only_while_the_broker_runs_then_deletes(tmp_path: Path) -> 
             text = daemon.cli("status")
             assert text.code == 0 and "PLAN-ONLY" in text.out, text.out
             assert "broker_running" in text.out
-            [plan_only] = metric_lines(daemon, "retentiond_log_dir_plan_only")
-            assert f'log_dir="{log_dir}"' in plan_only and plan_only.endswith(" 1.0")
+            [plan_only] = metric_lines(daemon, "retentiond_store_dir_plan_only")
+            assert f'dir="{log_dir}"' in plan_only and plan_only.endswith(" 1.0")
             [info] = metric_lines(daemon, "retentiond_store_info")
             assert 'store_kind="kafka"' in info
+            exported = metrics_text(daemon)
+            for name in kafka_row_metrics():  # the dashboard's Kafka row has data
+                assert f"\n{name}{{" in exported, name
             trig = daemon.cli("trigger-delete")
             assert trig.code == 0 and "Kafka" in trig.out, trig.out
             assert tree(log_dir) == before
@@ -83,7 +102,7 @@ def test_daemon_plan_only_while_the_broker_runs_then_deletes(tmp_path: Path) -> 
             lambda: (s := daemon.status())["plan_only_log_dirs"] == [] and s,
         )
         assert doc["safety"]["owner"]["running"] is False  # our own hold is no broker
-        [plan_only] = metric_lines(daemon, "retentiond_log_dir_plan_only")
+        [plan_only] = metric_lines(daemon, "retentiond_store_dir_plan_only")
         assert plan_only.endswith(" 0.0")
         code, _ = daemon.terminate()
         assert code == 0
