@@ -313,6 +313,9 @@ def yaml_properties(text: str, path: str) -> dict[str, str]:
     problems: list[str] = []
 
     def walk(mapping: Mapping[object, object], prefix: str) -> None:
+        if prefix.count(".") > 8:  # retentiond.a.b.c: no key of ours nests deeper
+            problems.append(f"{path}: {prefix.rstrip('.')}: nested too deeply")
+            return
         for k, v in mapping.items():
             key = f"{prefix}{k}"
             if not isinstance(k, str):
@@ -406,6 +409,8 @@ def read_server(props: Mapping[str, str], path: str) -> KafkaServer:
     meta = props.get("metadata.log.dir", "").strip() or None
     if meta is not None and not os.path.isabs(meta):
         problems.append(f"{path}: metadata.log.dir={meta!r}: not an absolute path")
+    elif meta is not None and "\x00" in meta:
+        problems.append(f"{path}: metadata.log.dir={meta!r}: contains a NUL character")
     if problems:
         raise KafkaConfigError(problems)
     assert retention is not None and cleaner is not None and interval is not None, problems
@@ -437,7 +442,7 @@ def load_topic_overrides(path: str, referrer: str) -> dict[str, dict[str, str]]:
     try:
         with open(path, encoding="utf-8") as f:
             data = yaml.safe_load(f)
-    except (OSError, yaml.YAMLError) as e:
+    except (OSError, ValueError, yaml.YAMLError) as e:  # ValueError: a NUL in the path
         raise ValueError(f"{where}: {e}") from None
     if data is None:
         return {}

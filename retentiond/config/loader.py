@@ -630,6 +630,8 @@ def _load_kafka(found: _KafkaProps, file: str, source: Path, *, check_store: boo
     """A Kafka broker's config: Kafka's keys read as the broker reads them (config/kafka.py),
     retentiond's daemon keys dotted (``retentiond.dryRun``) checked by the common schema,
     RocketMQ's keys refused (the file would describe two stores)."""
+    if not found.props and found.problems:
+        raise ConfigError(found.problems)  # a YAML file that could not be read as properties
     problems = list(found.problems)
     entries: dict[str, _Entry] = {}
     kafka_props: dict[str, str] = {}

@@ -149,3 +149,27 @@ def test_reload_diff_in_kafka_keys(tmp_path: Path, log_dir: Path) -> None:
     )
     changes = {k: (a, b) for k, a, b in diff_settings(old, new)}
     assert changes == {"log.retention.hours": (None, "1"), "retentiond.dryRun": (False, True)}
+
+
+@pytest.mark.parametrize(
+    ("name", "text", "fragment"),
+    [
+        ("a.properties", "log.dirs=/x\0y\n", "log.dirs='/x\\x00y': contains a NUL character"),
+        ("b.properties", "log.dir=/x\nmetadata.log.dir=m\n", "metadata.log.dir='m': not an"),
+        (
+            "c.yaml",
+            "log.dirs: /x\nretentiond:\n"
+            + "".join("  " * (i + 1) + f"k{i}:\n" for i in range(40))
+            + "  " * 41
+            + "v: 1\n",
+            "nested too deeply",
+        ),
+        ("d.yaml", "log.dir: /x\nlog.retention.ms: {a: 1}\n", "log.retention.ms=<a mapping>"),
+        ("e.yaml", "log.dirs: null\n", "log.dirs=null: remove the key"),
+    ],
+)
+def test_hostile_kafka_configs_are_refused_not_crashed(
+    tmp_path: Path, name: str, text: str, fragment: str
+) -> None:
+    found = problems(write(tmp_path / name, text))
+    assert any(fragment in p for p in found), found
