@@ -25,6 +25,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+import pytest
 from kafka.record import MemoryRecords
 
 from tests.conftest import records, run_cli
@@ -37,9 +38,10 @@ SEGMENT_SUFFIXES = (".log", ".index", ".timeindex", ".txnindex")
 HOLDER = (
     "import fcntl, os, sys\n"
     "fds = []\n"
-    "for path in sys.argv[1:]:\n"
+    "how = fcntl.flock if sys.argv[1] == 'flock' else fcntl.lockf\n"
+    "for path in sys.argv[2:]:\n"
     "    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)\n"
-    "    fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)\n"
+    "    how(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)\n"
     "    fds.append(fd)\n"
     "print('locked', flush=True)\n"
     "sys.stdin.read()\n"
@@ -47,10 +49,11 @@ HOLDER = (
 
 
 @contextmanager
-def broker_holding(*log_dirs: Path) -> Iterator[subprocess.Popen[str]]:
-    """A process holding ``.lock`` in each of ``log_dirs`` until the block ends."""
+def broker_holding(*log_dirs: Path, how: str = "lockf") -> Iterator[subprocess.Popen[str]]:
+    """A process holding ``.lock`` in each of ``log_dirs`` until the block ends: with a POSIX
+    lock as Kafka does (``lockf``), or a BSD ``flock`` as another tool might."""
     proc = subprocess.Popen(
-        [sys.executable, "-c", HOLDER, *(str(d / ".lock") for d in log_dirs)],
+        [sys.executable, "-c", HOLDER, how, *(str(d / ".lock") for d in log_dirs)],
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         text=True,
@@ -179,14 +182,15 @@ def test_live_broker_plan_only(tmp_path: Path) -> None:
     assert rnd["reasons"]["keep:broker_running"] == len(would_go)
 
 
-def test_two_log_dirs_only_the_held_one_is_plan_only(tmp_path: Path) -> None:
+@pytest.mark.parametrize("how", ["lockf", "flock"])
+def test_two_log_dirs_only_the_held_one_is_plan_only(tmp_path: Path, how: str) -> None:
     now = int(time.time() * 1000)
     a, b = tmp_path / "a", tmp_path / "b"
     build_log_dir(a, now)
     build_log_dir(b, now)
     config = write_config(tmp_path, [a, b])
     before_a = tree(a)
-    with broker_holding(a):
+    with broker_holding(a, how=how):
         once = run_cli("once", "--json", "--config", str(config))
     assert once.code == 0, once.err
     doc = json.loads(once.out)
