@@ -281,6 +281,9 @@ def test_offline_once_leaves_a_dir_kafka_would_load(tmp_path: Path) -> None:
         assert r["kind"] == "kafka_segment" and r["reason"] == "retention_ms_breach"
         assert r["cluster"] == "kafkawire-test" and r["broker"] == "kafka-3"
     assert logs  # the builder's view is not needed further: the files speak for themselves
+    [rnd] = records(journal, "round")
+    assert rnd["owner_running"] is False  # the round held .lock itself: no broker
+    assert rnd["plan_only_log_dirs"] == [] and rnd["interval_ms"] == 1000
 
     # a second round finds nothing more to do, and the dir is still one Kafka loads
     again = run_cli("once", "--json", "--config", str(config))
