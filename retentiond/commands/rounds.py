@@ -60,9 +60,16 @@ def cmd_once(args: argparse.Namespace) -> int:
     if journal is not None:
         journal.close()
     if plan.store_errors():
+        # Kafka: an unreadable metadata log keeps only the topics it would have named
+        # (unless unknownTopics is brokerDefaults); the rest of the round may have deleted
+        scope = (
+            "nothing was deleted from this store"
+            if not result.deleted
+            else ("what it concerns was kept; the round's deletions are listed above")
+        )
         for err in plan.store_errors():
             if err:
-                print(f"error: {err}; nothing was deleted from this store", file=sys.stderr)
+                print(f"error: {err}; {scope}", file=sys.stderr)
         return EXIT_STORE
     return EXIT_PARTIAL if result.failed else EXIT_OK
 
