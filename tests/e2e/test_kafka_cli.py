@@ -290,3 +290,42 @@ def test_offline_once_leaves_a_dir_kafka_would_load(tmp_path: Path) -> None:
     assert again.code == 0, again.err
     assert json.loads(again.out)["deleted"]["kafka_segment"]["files"] == 0
     assert_loadable(log_dir, plan_json(config))
+
+
+def test_corrupt_metadata_log_keeps_every_topic(tmp_path: Path) -> None:
+    """A truncated KRaft metadata log: `once` says so, exits 4 (store error) and deletes
+    nothing from the topics it could not establish (here: all of them)."""
+    from retentiond.storegen.kafka import (
+        KafkaStoreSpec,
+        generate_kafka_store,
+        write_server_properties,
+    )
+
+    spec = KafkaStoreSpec(now_ms=int(time.time() * 1000), span_ms=30 * DAY)
+    store = generate_kafka_store(tmp_path / "kafka-logs", spec)
+    config = write_server_properties(
+        tmp_path / "server.properties",
+        [store.log_dir],
+        retentiond_journal_dir=str(tmp_path / "journal"),
+    )
+    assert '"delete"' in run_cli("plan", "--json", "--config", str(config)).out
+    meta = store.log_dir / "__cluster_metadata-0" / f"{0:020d}.log"
+    meta.write_bytes(meta.read_bytes()[:-7])  # the last record batch torn
+    before = tree(store.log_dir)
+    once = run_cli("once", "--config", str(config))
+    assert once.code == 4, (once.out, once.err)
+    assert "error:" in once.err and "nothing was deleted from this store" in once.err
+    assert tree(store.log_dir) == before
+    doc = plan_json_any(config)
+    assert doc["metadata"]["error"]
+    kept = {s["reason"] for p in doc["log_dirs"][0]["partitions"] for s in p["segments"]}
+    assert "unknown_topic_config" in kept and not any(
+        s["verdict"] == "delete" for p in doc["log_dirs"][0]["partitions"] for s in p["segments"]
+    )
+
+
+def plan_json_any(config: Path) -> dict[str, Any]:
+    """``plan --json`` whatever its exit code (4 when the store has an error)."""
+    result = run_cli("plan", "--json", "--config", str(config))
+    assert result.code in (0, 4), result.err
+    return json.loads(result.out)
