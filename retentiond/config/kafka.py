@@ -36,9 +36,7 @@ OWN_KEYS = ("kafka.topicOverrides", "kafka.unknownTopics", "kafka.timeIndexCompa
 
 def is_kafka_keys(keys: object) -> bool:
     """A configuration is a Kafka broker's when it sets ``log.dirs`` or ``log.dir``."""
-    return isinstance(keys, Mapping | list | tuple | set | frozenset) and (
-        "log.dirs" in keys or "log.dir" in keys  # type: ignore[operator]
-    )
+    return isinstance(keys, Mapping) and ("log.dirs" in keys or "log.dir" in keys)
 
 
 class KafkaConfigError(ValueError):
