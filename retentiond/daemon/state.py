@@ -237,11 +237,11 @@ class DaemonState:
                         "misfire": self.missed_misfire,
                     },
                 },
-                "delete_when": s.delete_when,
+                "delete_when": s.delete_when if s.kafka is None else None,
                 "timezone": s.daemon.timezone or "local",
                 "dry_run": s.daemon.dry_run,
                 "triggers": self.triggers,
-                "disk": _disk(self.triggers, s),
+                "disk": _disk(self.triggers, s) if s.kafka is None else None,  # RocketMQ's
                 "pending_expired": self.pending_expired,
                 "scan": self.scan_fields,
                 "last_scan_ms": self.last_scan_ms,
