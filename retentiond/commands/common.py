@@ -51,9 +51,7 @@ def journal_dir(settings: Settings) -> Path:
 def open_journal(settings: Settings):
     from retentiond.journal.writer import Journal, Origin
 
-    origin = Origin.local(
-        settings.broker_cluster_name, settings.broker_name, str(settings.store_path_root_dir)
-    )
+    origin = Origin.local(settings.broker_cluster_name, settings.broker_name, settings.store_label)
     directory = journal_dir(settings)
     try:
         return Journal(

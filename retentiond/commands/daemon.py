@@ -65,6 +65,13 @@ def cmd_trigger_delete(args: argparse.Namespace) -> int:
     reply = _ask(args, "trigger-delete")
     if reply is None:
         return EXIT_UNREACHABLE
+    if reply.get("store_kind") == "kafka":
+        print(
+            f"manual deletion requested: the next {reply.get('manual_rounds')} rounds are "
+            "marked manual; Kafka's retention has no hour of day, so they delete what any "
+            "round would (log dirs whose broker runs stay plan-only)"
+        )
+        return EXIT_OK
     print(
         f"manual deletion requested: the next {reply.get('manual_rounds')} rounds run a "
         "deletion pass at any hour (expired files only, unless the disk is over its forcible "
@@ -89,7 +96,9 @@ def cmd_status(args: argparse.Namespace) -> int:
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p = sub.add_parser("run", help="run the daemon: scheduled rounds, live reload, control socket")
-    p.add_argument("--config", required=True, help="broker.yaml or broker.conf")
+    p.add_argument(
+        "--config", required=True, help="broker.yaml, broker.conf or Kafka's server.properties"
+    )
     p.set_defaults(func=cmd_run)
 
     p = sub.add_parser(

@@ -39,6 +39,16 @@ def cmd_once(args: argparse.Namespace) -> int:
         print(cleaner.kind.render_plan(plan))
         print("dry run: nothing was deleted")
     else:
+        plan_only = getattr(plan, "plan_only_dirs", None)  # Kafka: dirs a broker holds
+        held = plan_only() if plan_only is not None else []
+        if held:
+            # nothing may go there while the broker runs: say what would, and why not
+            print(cleaner.kind.render_plan(plan))
+            for d in held:
+                print(
+                    f"plan-only: {d}: another process (the broker) holds its .lock; "
+                    "nothing was deleted there"
+                )
         for o in result.outcomes:
             state = "deleted" if o.deleted else f"NOT deleted ({o.error})"
             print(f"{state}: {o.decision.path} [{o.decision.reason}]")
@@ -50,9 +60,16 @@ def cmd_once(args: argparse.Namespace) -> int:
     if journal is not None:
         journal.close()
     if plan.store_errors():
+        # Kafka: an unreadable metadata log keeps only the topics it would have named
+        # (unless unknownTopics is brokerDefaults); the rest of the round may have deleted
+        scope = (
+            "nothing was deleted from this store"
+            if not result.deleted
+            else ("what it concerns was kept; the round's deletions are listed above")
+        )
         for err in plan.store_errors():
             if err:
-                print(f"error: {err}; nothing was deleted from this store", file=sys.stderr)
+                print(f"error: {err}; {scope}", file=sys.stderr)
         return EXIT_STORE
     return EXIT_PARTIAL if result.failed else EXIT_OK
 
@@ -79,7 +96,9 @@ def cmd_plan(args: argparse.Namespace) -> int:
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p = sub.add_parser("once", help="run exactly one cleaning round, as the daemon would")
-    p.add_argument("--config", required=True, help="broker.yaml or broker.conf")
+    p.add_argument(
+        "--config", required=True, help="broker.yaml, broker.conf or Kafka's server.properties"
+    )
     p.add_argument("--dry-run", action="store_true", help="plan the round, delete nothing")
     p.add_argument("--manual", action="store_true", help="make it a manual-delete round")
     p.add_argument("--json", action="store_true", help="machine-readable result on stdout")

@@ -14,6 +14,7 @@ deletes anything.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import re
 import stat
@@ -25,6 +26,7 @@ from typing import NamedTuple
 import yaml
 from yaml.nodes import MappingNode, Node, ScalarNode
 
+from retentiond.config import kafka as kafka_config
 from retentiond.config import metrics as metrics_config
 from retentiond.config import schema
 from retentiond.config.schema import BY_KEY, KEYS, ConfigKey, Format, Invalid
@@ -547,6 +549,9 @@ def load_settings(path: str | os.PathLike[str], *, check_store: bool = True) -> 
         reason = exc.strerror or str(exc)
         raise ConfigError([ConfigProblem(file, "", None, f"cannot read: {reason}")]) from None
     fmt = Format.YAML if source.suffix.lower() in YAML_SUFFIXES else Format.CONF
+    kafka_props = _kafka_properties(data, fmt, file)
+    if kafka_props is not None:
+        return _load_kafka(kafka_props, file, source, check_store=check_store)
     reader = _read_yaml if fmt is Format.YAML else _read_properties
     entries, problems = reader(data, file)
     settings, values, more = _build(entries, fmt, file, source)
@@ -558,6 +563,199 @@ def load_settings(path: str | os.PathLike[str], *, check_store: bool = True) -> 
     if problems or settings is None:
         raise ConfigError(problems)
     return settings
+
+
+# --- Kafka's server.properties ------------------------------------------------------------
+
+KAFKA_MARKER_FILES = (
+    "meta.properties",
+    ".lock",
+    "recovery-point-offset-checkpoint",
+    "replication-offset-checkpoint",
+    "log-start-offset-checkpoint",
+)
+# RocketMQ's keys that no Kafka config has: with log.dirs in the same file, the file is
+# ambiguous (which broker's store is it?) and refused.
+_ROCKETMQ_ONLY = frozenset(
+    {k.key for k in KEYS if not k.is_daemon} | set(kafka_config.ROCKETMQ_MARKERS)
+)
+
+
+class _KafkaProps(NamedTuple):
+    props: dict[str, str]
+    lines: dict[str, list[int]]  # where each key was written (properties files)
+    problems: list[ConfigProblem]
+
+
+def _kafka_properties(data: bytes, fmt: Format, file: str) -> _KafkaProps | None:
+    """The file's properties if it is a Kafka broker config (``log.dirs`` or ``log.dir``
+    set), else None (a RocketMQ file, read by the code above)."""
+    if fmt is Format.YAML:
+        try:
+            doc = yaml.safe_load(data)
+        except Exception:
+            return None  # not valid YAML: the broker.yaml reader names the problem
+        if not kafka_config.is_kafka_keys(doc):
+            return None
+        try:
+            props = kafka_config.yaml_properties(data.decode("utf-8", "replace"), file)
+        except kafka_config.KafkaConfigError as exc:
+            return _KafkaProps({}, {}, [_kafka_problem(file, p) for p in exc.problems])
+        return _KafkaProps(props, {}, [])
+    text = data.decode("iso-8859-1")
+    props: dict[str, str] = {}
+    lines: dict[str, list[int]] = {}
+    problems: list[ConfigProblem] = []
+    for number, key, value, error in parse_properties(text):
+        if key is None:
+            problems.append(ConfigProblem(file, "", None, f"line {number}: {error}"))
+            continue
+        if error is not None:
+            problems.append(ConfigProblem(file, key, value, f"line {number}: {error}"))
+            continue
+        props[key] = value  # Properties.load: the last one wins
+        lines.setdefault(key, []).append(number)
+    if not kafka_config.is_kafka_keys(props):
+        return None
+    return _KafkaProps(props, lines, problems)
+
+
+def _kafka_problem(file: str, text: str) -> ConfigProblem:
+    """A message of config/kafka.py (``<file>: <key>=<value>: why``) as a ConfigProblem."""
+    prefix = f"{file}: "
+    return ConfigProblem(file, "", None, text[len(prefix) :] if text.startswith(prefix) else text)
+
+
+def _load_kafka(found: _KafkaProps, file: str, source: Path, *, check_store: bool) -> Settings:
+    """A Kafka broker's config: Kafka's keys read as the broker reads them (config/kafka.py),
+    retentiond's daemon keys dotted (``retentiond.dryRun``) checked by the common schema,
+    RocketMQ's keys refused (the file would describe two stores)."""
+    if not found.props and found.problems:
+        raise ConfigError(found.problems)  # a YAML file that could not be read as properties
+    problems = list(found.problems)
+    entries: dict[str, _Entry] = {}
+    kafka_props: dict[str, str] = {}
+    for key, raw in found.props.items():
+        value = schema.java_trim(raw)
+        where = found.lines.get(key, [0])
+        if key in _ROCKETMQ_ONLY:
+            problems.append(
+                ConfigProblem(
+                    file,
+                    key,
+                    value,
+                    "looks like both a Kafka and a RocketMQ config: log.dirs/log.dir is "
+                    "Kafka's, this key RocketMQ's; refused rather than guessed which store "
+                    "is meant",
+                )
+            )
+            continue
+        if key.startswith(schema.DAEMON_NAMESPACE + "."):
+            if len(where) > 1:
+                problems.append(
+                    ConfigProblem(
+                        file,
+                        key,
+                        value,
+                        f"duplicate key: first at line {where[0]}, again at line {where[-1]} "
+                        "(Kafka would silently keep the last one)",
+                    )
+                )
+            own = key.removeprefix("retentiond.")
+            if own in kafka_config.OWN_KEYS:
+                kafka_props[key] = value
+            elif key in BY_KEY:
+                entries[key] = _Entry(value, where[-1])
+            else:
+                problems.append(ConfigProblem(file, key, value, _kafka_unknown_message(key)))
+            continue
+        if key == schema.DAEMON_NAMESPACE or schema.squash(key) in _DAEMON_LEAVES:
+            problems.append(ConfigProblem(file, key, value, _unknown_key_message(key, Format.CONF)))
+            continue
+        kafka_props[key] = raw
+    server = None
+    try:
+        server = kafka_config.read_server(kafka_props, file)
+    except kafka_config.KafkaConfigError as exc:
+        problems += [_kafka_problem(file, p) for p in exc.problems]
+    settings, _values, more = _build(entries, Format.CONF, file, source)
+    problems += more
+    if check_store and server is not None:
+        written = "log.dirs" if found.props.get("log.dirs", "").strip() else "log.dir"
+        problems += _kafka_store_problems(file, server, written)
+    if problems or settings is None or server is None:
+        raise ConfigError(problems)
+    interval = server.retention_check_interval_ms
+    return dataclasses.replace(
+        settings,
+        kafka=server,
+        store_path_root_dir=Path(server.log_dirs[0]),
+        store_path_commitlog=(),
+        clean_resource_interval_ms=interval,
+        broker_name=f"kafka-{server.node_id}" if server.node_id is not None else "kafka",
+        broker_cluster_name=_kafka_cluster_id(server) or "kafka",
+    )
+
+
+def _kafka_unknown_message(key: str) -> str:
+    candidates = [k for k in BY_KEY if k.startswith("retentiond.")]
+    candidates += [f"retentiond.{k}" for k in kafka_config.OWN_KEYS]
+    near = schema.closest_key(key, candidates, cutoff=0.6)
+    hint = f"; did you mean {near!r}?" if near else ""
+    return f"unknown key (not accepted in the retentiond namespace){hint}"
+
+
+def _kafka_cluster_id(server: kafka_config.KafkaServer) -> str | None:
+    """``cluster.id`` from the first log dir's ``meta.properties`` (written by ``kafka-storage
+    format`` or the first start): the cluster label of the journal and the metrics."""
+    for d in server.log_dirs:
+        try:
+            with open(os.path.join(d, "meta.properties"), encoding="latin-1") as fh:
+                props = kafka_config.parse_properties(fh.read(), d)
+        except (OSError, kafka_config.KafkaConfigError):
+            continue
+        cluster = props.get("cluster.id", "").strip()
+        if cluster:
+            return cluster
+    return None
+
+
+def _kafka_store_problems(
+    file: str, server: kafka_config.KafkaServer, key: str
+) -> list[ConfigProblem]:
+    """Each log dir must exist and look like one a Kafka broker has run on, and no two may
+    be one directory: a wrong ``log.dirs`` is the mistake that turns retention into an
+    accident, as a wrong storePathRootDir is for RocketMQ. Read-only."""
+    problems: list[ConfigProblem] = []
+    seen: dict[tuple[int, int], str] = {}
+    for d in server.log_dirs:
+        path = Path(d)
+        try:
+            if os.path.realpath(path) == "/":
+                problems.append(ConfigProblem(file, key, d, "is the filesystem root"))
+                continue
+            kind = _stat_kind(path)
+            if kind is None:
+                problems.append(ConfigProblem(file, key, d, "log dir does not exist"))
+                continue
+            if kind != "dir":
+                problems.append(ConfigProblem(file, key, d, "log dir is not a directory"))
+                continue
+            os.listdir(path)
+            if not any(_stat_kind(path / m) == "file" for m in KAFKA_MARKER_FILES):
+                markers = ", ".join(KAFKA_MARKER_FILES)
+                problems.append(
+                    ConfigProblem(file, key, d, f"not a Kafka log dir (none of {markers} found)")
+                )
+                continue
+            st = os.stat(path)
+            if (st.st_dev, st.st_ino) in seen:
+                other = seen[(st.st_dev, st.st_ino)]
+                problems.append(ConfigProblem(file, key, d, f"is the same directory as {other!r}"))
+            seen[(st.st_dev, st.st_ino)] = d
+        except OSError as exc:
+            problems.append(ConfigProblem(file, key, d, f"cannot be examined: {exc.strerror}"))
+    return problems
 
 
 # --- the store on disk ---------------------------------------------------------------------
@@ -658,11 +856,41 @@ def diff_settings(old: Settings, new: Settings) -> list[tuple[str, object, objec
     """What a reload changed, as (key, old, new) in the operator's vocabulary (the file's key
     names, paths as strings), in reference order."""
     changes: list[tuple[str, object, object]] = []
+    if old.kafka is not None or new.kafka is not None:
+        return _diff_kafka(old, new)
     for spec in KEYS:
         before, after = _field(old, spec), _field(new, spec)
         if before != after:
             changes.append((spec.key, before, after))
     return changes
+
+
+def _diff_kafka(old: Settings, new: Settings) -> list[tuple[str, object, object]]:
+    """A reload of a Kafka config: Kafka's keys as written, then the daemon's keys. A switch
+    between store kinds shows as ``store.kind`` (a restart key)."""
+    changes: list[tuple[str, object, object]] = []
+    if old.store_kind != new.store_kind:
+        changes.append(("store.kind", old.store_kind, new.store_kind))
+    before = old.kafka.as_dict() if old.kafka is not None else {}
+    after = new.kafka.as_dict() if new.kafka is not None else {}
+    for key in dict.fromkeys([*before, *after]):
+        a, b = _plain_deep(before.get(key)), _plain_deep(after.get(key))
+        if a != b:
+            changes.append((key, a, b))
+    for spec in KEYS:
+        if spec.is_daemon:
+            a, b = _field(old, spec), _field(new, spec)
+            if a != b:
+                changes.append((spec.key, a, b))
+    return changes
+
+
+def _plain_deep(value: object) -> object:
+    if isinstance(value, list | tuple):
+        return [_plain_deep(v) for v in value]
+    if isinstance(value, Mapping):
+        return {k: _plain_deep(v) for k, v in value.items()}
+    return _plain(value)
 
 
 _ZONEINFO_DIR = re.compile(r"/zoneinfo/(?:posix/|right/)?(.+)$")

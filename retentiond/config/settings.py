@@ -13,6 +13,8 @@ import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from retentiond.config.kafka import KafkaServer
+
 # RocketMQ defaults (MessageStoreConfig, 5.x). See shared/spec/rocketmq.md §3.
 DEFAULT_FILE_RESERVED_TIME_HOURS = 72
 DEFAULT_DELETE_WHEN = "04"
@@ -94,6 +96,28 @@ class Settings:
     broker_cluster_name: str = "DefaultCluster"
     daemon: DaemonSettings = field(default_factory=DaemonSettings)
     source: Path | None = None  # the file these settings were read from
+    # A Kafka broker's server.properties (config/kafka.py): set, the store is its log dirs and
+    # the RocketMQ fields above are unused defaults, except the round period
+    # (clean_resource_interval_ms = log.retention.check.interval.ms) and the names the journal
+    # and the metrics label a store with (broker_name, broker_cluster_name).
+    kafka: KafkaServer | None = None
+
+    @property
+    def store_kind(self) -> str:
+        """``kafka`` or ``rocketmq``: which store kind this configuration describes."""
+        return "kafka" if self.kafka is not None else "rocketmq"
+
+    @property
+    def store_dirs(self) -> tuple[str, ...]:
+        """The store's top directories as configured: the log dirs, or the store root."""
+        if self.kafka is not None:
+            return self.kafka.log_dirs
+        return (str(self.store_path_root_dir),)
+
+    @property
+    def store_label(self) -> str:
+        """The store as one string (journal origin, ``status``, ``check-config``)."""
+        return ",".join(self.store_dirs)
 
     @property
     def consumequeue_dir(self) -> Path:
@@ -128,8 +152,17 @@ class Settings:
                 return {k: plain(v) for k, v in value.items()}
             return value
 
+        if self.kafka is not None:
+            return {
+                "kind": "kafka",
+                "kafka": plain(self.kafka.as_dict()),
+                "broker_name": self.broker_name,
+                "broker_cluster_name": self.broker_cluster_name,
+                "daemon": plain(dataclasses.asdict(self.daemon)),
+            }
         data = dataclasses.asdict(self)
         data.pop("source", None)
+        data.pop("kafka", None)
         return {k: plain(v) for k, v in data.items()}
 
     @property

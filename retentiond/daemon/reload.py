@@ -36,6 +36,11 @@ RESTART_KEYS = frozenset(
         "retentiond.metrics.tlsKeyFile",
         "retentiond.metrics.basicAuthUsername",
         "retentiond.metrics.basicAuthPasswordFile",
+        # Kafka: which log dirs (their locks are taken once) and which broker (the labels)
+        "store.kind",
+        "log.dirs",
+        "metadata.log.dir",
+        "node.id",
     }
 )
 

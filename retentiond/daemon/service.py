@@ -117,11 +117,12 @@ class Daemon:
             "daemon starting",
             config=str(self.config_path),
             config_hash=s.config_hash,
-            store=str(s.store_path_root_dir),
+            store=s.store_label,
+            store_kind=s.store_kind,
             control_socket=str(self.control.path),
             first_round_in_ms=s.daemon.initial_delay_ms,
             interval_ms=s.clean_resource_interval_ms,
-            delete_when=s.delete_when,
+            delete_when=s.delete_when if s.kafka is None else None,
             dry_run=s.daemon.dry_run,
         )
         self._startup_scan()
@@ -391,5 +392,6 @@ class Daemon:
         next_run = job.next_run_time if job is not None else None
         return {
             "manual_rounds": MAX_MANUAL_DELETE_FILE_TIMES,
+            "store_kind": self.cleaner.settings.store_kind,
             "next_round_ms": int(next_run.timestamp() * 1000) if next_run else None,
         }

@@ -71,6 +71,7 @@ class DaemonState:
     last_error: str | None = None
     triggers: dict[str, object] | None = None
     pending_expired: int | None = None
+    scan_fields: dict[str, object] | None = None  # the kind's other status fields (Kafka)
     last_scan_ms: int | None = None
     reloads_ok: int = 0
     reloads_unchanged: int = 0
@@ -110,6 +111,9 @@ class DaemonState:
             self.last_scan_ms = plan.now_ms
             self.triggers = fields.get("triggers")  # type: ignore[assignment]
             self.pending_expired = fields.get("pending_expired")  # type: ignore[assignment]
+            self.scan_fields = {
+                k: v for k, v in fields.items() if k not in ("triggers", "pending_expired")
+            }
 
     def round_done(self, result: RoundResult, kind: StoreKind) -> None:
         deleted = frozenset(o.decision.path for o in result.deleted)
@@ -206,7 +210,8 @@ class DaemonState:
                 "ready": self.ready,
                 "broker": s.broker_name,
                 "cluster": s.broker_cluster_name,
-                "store": str(s.store_path_root_dir),
+                "store": s.store_label,
+                "store_kind": s.store_kind,
                 "config": {
                     "path": str(self.config_path),
                     "hash": s.config_hash,
@@ -232,12 +237,13 @@ class DaemonState:
                         "misfire": self.missed_misfire,
                     },
                 },
-                "delete_when": s.delete_when,
+                "delete_when": s.delete_when if s.kafka is None else None,
                 "timezone": s.daemon.timezone or "local",
                 "dry_run": s.daemon.dry_run,
                 "triggers": self.triggers,
-                "disk": _disk(self.triggers, s),
+                "disk": _disk(self.triggers, s) if s.kafka is None else None,  # RocketMQ's
                 "pending_expired": self.pending_expired,
+                "scan": self.scan_fields,
                 "last_scan_ms": self.last_scan_ms,
                 "hung_files": [
                     {"file": p, "first_attempt_ms": h.first_attempt_ms, "error": h.last_error}

@@ -58,8 +58,14 @@ def summary_line(doc: dict[str, Any]) -> str:
     parts = [f"{rounds['count']} rounds"]
     if last:
         parts.append(f"last deleted {files} files ({human_bytes(size)})")
-    parts.append(f"{'?' if pending is None else pending} expired pending")
-    parts.append(f"disk {_ratio(disk.get('commitlog_ratio'))} {disk.get('state') or 'unknown'}")
+    if doc.get("store_kind") == "kafka":
+        plan_only = doc.get("plan_only_log_dirs") or []
+        if plan_only:
+            parts.append(f"{len(plan_only)} log dirs plan-only (broker running)")
+    else:
+        parts.append(f"{'?' if pending is None else pending} expired pending")
+        disk_state = disk.get("state") or "unknown"
+        parts.append(f"disk {_ratio(disk.get('commitlog_ratio'))} {disk_state}")
     if doc.get("manual_rounds_left"):
         parts.append(f"manual rounds left {doc['manual_rounds_left']}")
     if rounds.get("last_error"):
@@ -133,7 +139,47 @@ def render(doc: dict[str, Any]) -> str:
     if rounds.get("last_error"):
         lines.append(f"          ERROR: {rounds['last_error']}")
     manual = doc.get("manual_rounds_left", 0)
-    lines += [
+    if doc.get("store_kind") == "kafka":
+        lines += _kafka_lines(doc, manual)
+    else:
+        lines += _rocketmq_lines(doc, manual, disk)
+    hung = doc.get("hung_files") or []
+    if not hung:
+        lines.append("hung      none")
+    for i, h in enumerate(hung):
+        lines.append(
+            f"{'hung' if i == 0 else '':<10}{h['file']} (failing for "
+            f"{human_age(now - h['first_attempt_ms'])}: {h.get('error')})"
+        )
+    lines += _safety_lines(doc.get("safety"), now)
+    lines += endpoint_lines(doc.get("endpoints"))
+    return "\n".join(lines)
+
+
+def _kafka_lines(doc: dict[str, Any], manual: int) -> list[str]:
+    """Kafka: which log dirs a round may delete from (the broker holds .lock on the others:
+    plan-only) and the verdicts of the last scan."""
+    lines = []
+    plan_only = set(doc.get("plan_only_log_dirs") or [])
+    for i, d in enumerate(doc.get("log_dirs") or []):
+        state = (
+            "PLAN-ONLY: another process (the broker) holds .lock; nothing is deleted here"
+            if d in plan_only
+            else "deletes while the broker is stopped (the round holds .lock)"
+        )
+        lines.append(f"{'log dirs' if i == 0 else '':<10}{d}: {state}")
+    reasons = (doc.get("scan") or {}).get("reasons") or {}
+    shown = ", ".join(f"{k} {v}" for k, v in sorted(reasons.items())) or "not scanned yet"
+    lines.append(f"verdicts  {shown}")
+    lines.append(
+        f"manual    {f'{manual} manual rounds left' if manual else 'none requested'}"
+        + (" (starts with the next round)" if doc.get("manual_requested") else "")
+    )
+    return lines
+
+
+def _rocketmq_lines(doc: dict[str, Any], manual: int, disk: dict[str, Any]) -> list[str]:
+    lines = [
         f"triggers  {_trigger_line(doc)}",
         f"manual    {f'{manual} manual rounds left' if manual else 'none requested'}"
         + (" (starts with the next round)" if doc.get("manual_requested") else ""),
@@ -148,17 +194,7 @@ def render(doc: dict[str, Any]) -> str:
         "pending   "
         + ("unknown" if pending is None else f"{pending} expired CommitLog files not deleted yet")
     )
-    hung = doc.get("hung_files") or []
-    if not hung:
-        lines.append("hung      none")
-    for i, h in enumerate(hung):
-        lines.append(
-            f"{'hung' if i == 0 else '':<10}{h['file']} (failing for "
-            f"{human_age(now - h['first_attempt_ms'])}: {h.get('error')})"
-        )
-    lines += _safety_lines(doc.get("safety"), now)
-    lines += endpoint_lines(doc.get("endpoints"))
-    return "\n".join(lines)
+    return lines
 
 
 def endpoint_lines(endpoints: dict[str, Any] | None) -> list[str]:

@@ -58,10 +58,12 @@ def parse_lock_line(line: str) -> tuple[int, int, int, int] | None:
         return None
 
 
-def find_owner(lock_path: str, proc_root: str = PROC) -> LockOwner:
+def find_owner(lock_path: str, proc_root: str = PROC, ignore_pid: int | None = None) -> LockOwner:
     """Whether a process holds a lock on ``lock_path``, and which (visible) pids do.
 
-    No lock file means no broker has ever started on this store: not running.
+    No lock file means no broker has ever started on this store: not running. A lock held by
+    ``ignore_pid`` (our own process: a Kafka round holds ``.lock`` itself so the broker cannot
+    start mid-deletion) is no broker's.
     """
     # Hand-written: psutil has no view of /proc/locks.
     try:
@@ -80,7 +82,7 @@ def find_owner(lock_path: str, proc_root: str = PROC) -> LockOwner:
     pids: set[int] = set()
     for line in lines:
         parsed = parse_lock_line(line)
-        if parsed is None or parsed[1:] != want:
+        if parsed is None or parsed[1:] != want or parsed[0] == ignore_pid:
             continue
         running = True
         if parsed[0] > 0:

@@ -74,7 +74,7 @@ class InUse:
     # ---- per round ----------------------------------------------------------------------
     def begin_round(self, lock_path: str) -> None:
         """Forget last round's map and look up the owner again (cheap: /proc/locks)."""
-        owner = find_owner(lock_path, self.proc_root)
+        owner = find_owner(lock_path, self.proc_root, ignore_pid=self.self_pid)
         if owner.error and owner.error != self._owner.error:
             log.warning("cannot tell whether a broker owns the store", error=owner.error)
         with self._lock:

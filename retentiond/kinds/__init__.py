@@ -11,7 +11,13 @@ from retentiond.engine.kind import StoreKind
 
 
 def kind_for(settings: Settings) -> StoreKind:
-    """The store kind a validated configuration describes."""
+    """The store kind a validated configuration describes: a Kafka broker's log dirs when it
+    carries a ``server.properties`` (``Settings.kafka``), else a RocketMQ store."""
+    if settings.kafka is not None:
+        from retentiond.kinds.kafka.config import for_server
+        from retentiond.kinds.kafka.kind import Kafka
+
+        return Kafka(settings, for_server(settings.kafka))
     from retentiond.kinds.rocketmq.kind import RocketMQ
 
     return RocketMQ(settings)

@@ -191,14 +191,27 @@ class LiveCollector(Collector):
                 "retentiond_config_last_reload_successful",
                 "0 if the last reload was refused (the file on disk is not what runs), else 1.",
             ),
+            _g(
+                "retentiond_store_dir_plan_only",
+                "1 for a store directory the last round could only plan for: a Kafka log dir "
+                "whose .lock another process (the broker) holds (planned and explained, "
+                "nothing deleted there); 0 for one it could delete from (RocketMQ: always 0).",
+                ["dir"],
+            ),
         )
 
     def _status(self, settings: Settings, now_s: float) -> Iterator[Metric]:
         if self.metrics.status is None:
             return
         doc = self.metrics.status()
-        pending, hung, manual, reloads, last_ok = self._status_families()
+        pending, hung, manual, reloads, last_ok, plan_only = self._status_families()
         base = list(self.metrics.base)
+        # Kafka: a log dir whose .lock another process (the broker) holds is plan-only;
+        # RocketMQ's store is never (it deletes beside a running broker, as the broker would)
+        held = doc.get("plan_only_log_dirs")
+        held_dirs = set(held) if isinstance(held, list) else set()
+        for d in settings.store_dirs:
+            plan_only.add_metric([*base, d], 1.0 if d in held_dirs else 0.0)
         if isinstance(doc.get("pending_expired"), int):
             pending.add_metric(base, doc["pending_expired"])  # type: ignore[arg-type]
         hung_files = doc.get("hung_files")
@@ -214,7 +227,7 @@ class LiveCollector(Collector):
         last = config.get("last_reload")
         refused = isinstance(last, Mapping) and last.get("outcome") == "refused"
         last_ok.add_metric(base, 0.0 if refused else 1.0)
-        yield from (pending, hung, manual, reloads, last_ok)
+        yield from (pending, hung, manual, reloads, last_ok, plan_only)
 
     # ---- configuration and build --------------------------------------------------------
     @staticmethod
@@ -238,6 +251,11 @@ class LiveCollector(Collector):
                 ],
             ),
             _g(
+                "retentiond_store_info",
+                "Always 1; the label says which store kind this daemon cleans (rocketmq, kafka).",
+                ["store_kind"],
+            ),
+            _g(
                 "retentiond_build_info",
                 "Always 1; the labels say which retentiond and which Python run.",
                 ["version", "python_version"],
@@ -253,7 +271,7 @@ class LiveCollector(Collector):
         )
 
     def _config(self, settings: Settings, now_s: float) -> Iterator[Metric]:
-        info, build, reserved, interval = self._config_families()
+        info, store, build, reserved, interval = self._config_families()
         base = list(self.metrics.base)
         s = settings
         info.add_metric(
@@ -273,7 +291,9 @@ class LiveCollector(Collector):
             ],
             1.0,
         )
+        store.add_metric([*base, settings.store_kind], 1.0)
         build.add_metric([*base, __version__, platform.python_version()], 1.0)
-        reserved.add_metric(base, s.file_reserved_time_hours * 3600.0)
+        if s.kafka is None:  # fileReservedTime is RocketMQ's; Kafka's retention is per topic
+            reserved.add_metric(base, s.file_reserved_time_hours * 3600.0)
         interval.add_metric(base, s.clean_resource_interval_ms / 1000)
-        yield from (info, build, reserved, interval)
+        yield from (info, store, build, reserved, interval)

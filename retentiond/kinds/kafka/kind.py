@@ -26,7 +26,7 @@ from retentiond.engine.holds import HeldFile
 from retentiond.engine.rollup import IdleView
 from retentiond.engine.round import Round
 from retentiond.kinds.kafka import formats as fm
-from retentiond.kinds.kafka.config import KafkaServerConfig
+from retentiond.kinds.kafka.config import KafkaServerConfig, for_server
 from retentiond.kinds.kafka.metadata import METADATA_PARTITION_DIR, MetadataError, read_metadata
 from retentiond.kinds.kafka.offline import (
     LogDirLock,
@@ -73,9 +73,14 @@ class Kafka:
         self.server = server
         self.locks = {d: LogDirLock(d) for d in server.log_dirs}
         self.last_plan_only: list[str] = []
+        self.held_dirs: set[str] = set()  # log dirs whose .lock this round holds
 
     def reconfigure(self, settings: Settings) -> None:
+        """A reload: new retention values from the next round on. The log dirs cannot
+        change while running (``log.dirs`` is a restart key), so the locks stay."""
         self.settings = settings
+        if settings.kafka is not None:
+            self.server = for_server(settings.kafka)
 
     # ---- where its files are ------------------------------------------------------------
     def directories(self) -> tuple[str, ...]:
@@ -83,6 +88,12 @@ class Kafka:
         return tuple(sorted({*dirs, *(os.path.realpath(d) for d in dirs)}))
 
     def owner_lock(self) -> str:
+        """The ``.lock`` of the first log dir whose lock is not ours this round: a running
+        broker locks every one of its dirs, so that one names it. When the round holds them
+        all, the first dir's (the engine does not count our own hold as a broker)."""
+        for d in self.server.log_dirs:
+            if d not in self.held_dirs:
+                return os.path.join(d, fm.LOCK_FILE)
         return os.path.join(self.server.log_dirs[0], fm.LOCK_FILE)
 
     def hold_intervals(self) -> _NoHolds:
@@ -95,6 +106,8 @@ class Kafka:
         for d in self.server.log_dirs:
             try:
                 locked = self.locks[d].acquire()
+                if locked:
+                    self.held_dirs.add(d)
                 dirs.append((scan_log_dir(d), locked))
             except OSError as e:
                 errors.append(f"{d}: {e}")
@@ -142,6 +155,7 @@ class Kafka:
         finally:
             for lock in self.locks.values():
                 lock.release()
+            self.held_dirs.clear()
         self.last_plan_only = [p.path for p in planned if not p.locked]
         errors = [*snapshot.errors, *(e for p in planned for e in p.errors)]
         if snapshot.metadata_error:
@@ -183,12 +197,36 @@ class Kafka:
         return None  # Kafka has no reDeleteHangedFile
 
     def status(self) -> dict[str, object]:
-        return {"plan_only_log_dirs": list(self.last_plan_only)}
+        return {
+            "log_dirs": list(self.server.log_dirs),
+            "plan_only_log_dirs": list(self.last_plan_only),
+        }
 
     def idle_view(self, record: Mapping[str, Any]) -> IdleView | None:
-        """Kafka rounds are never folded yet: its round record has no disk state to fold by
-        (retention here is by time, size and offsets, not by disk pressure)."""
-        return None
+        """Two Kafka rounds are alike when the same log dirs are plan-only, the per-topic
+        configs came from the same source without error and the same verdicts (reason names,
+        not counts: a roll adds a kept segment) were given. Kafka has no disk trigger, so no
+        ratio; a round is never "stuck" (a running broker keeps its own retention). The
+        summary carries what a full round says of the kind and the largest number of
+        segments a plan-only dir kept that would otherwise have gone."""
+        if record.get("metadata_error") is not None:
+            return None
+        reasons = record.get("reasons") or {}
+        plan_only = tuple(record.get("plan_only_log_dirs") or ())
+        return IdleView(
+            state=(plan_only, record.get("metadata_source"), tuple(sorted(reasons))),
+            disk_state="plan_only" if plan_only else "offline",
+            ratio=None,
+            stuck=False,
+            interval_ms=record.get("interval_ms"),
+            carried={
+                "plan_only_log_dirs": list(plan_only),
+                "metadata_source": record.get("metadata_source"),
+                "interval_ms": record.get("interval_ms"),
+                "reasons": dict(reasons),
+            },
+            maxima={"broker_running_kept": int(reasons.get("keep:broker_running", 0))},
+        )
 
     def round_fields(self, plan: KafkaPlan, deleted: frozenset[str]) -> dict[str, object]:  # type: ignore[override]
         return {
@@ -196,6 +234,7 @@ class Kafka:
             "metadata_source": plan.metadata_source,
             "metadata_error": plan.metadata_error,
             "reasons": plan.reason_counts(),
+            "interval_ms": self.server.retention_check_interval_ms,
         }
 
     # ---- for people and dashboards ------------------------------------------------------

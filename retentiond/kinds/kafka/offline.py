@@ -35,15 +35,20 @@ class LogDirLock:
         self._fd: int | None = None
 
     def acquire(self) -> bool:
-        """True if we hold it now; False if another process does (the broker is running)."""
+        """True if we hold it now; False if another process does (the broker is running).
+
+        Kafka's lock is the POSIX one; a BSD ``flock`` on the file (``flock(1)`` in an
+        operator's script, another tool) is taken too, so that either kind of holder keeps
+        the dir plan-only. On Linux the two are independent: holding both is no conflict."""
         if self._fd is not None:
             return True
         fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o644)
         try:
             fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError as e:
-            os.close(fd)
-            if e.errno in (errno.EACCES, errno.EAGAIN):
+            os.close(fd)  # drops the POSIX lock if it was taken
+            if e.errno in (errno.EACCES, errno.EAGAIN, errno.EWOULDBLOCK):
                 return False
             raise
         self._fd = fd
@@ -54,7 +59,7 @@ class LogDirLock:
             try:
                 fcntl.lockf(self._fd, fcntl.LOCK_UN)
             finally:
-                os.close(self._fd)
+                os.close(self._fd)  # and the flock with the last descriptor
                 self._fd = None
 
     def __enter__(self) -> LogDirLock:

@@ -67,6 +67,10 @@ class KafkaPlan:
                 {
                     "path": ld.path,
                     "plan_only": not ld.locked,
+                    "plan_only_reason": None
+                    if ld.locked
+                    else "another process (the broker) holds .lock: nothing is deleted here "
+                    "while it runs; each segment that would go is kept as broker_running",
                     "partitions": [
                         {
                             "topic": p.partition.topic,

@@ -1,0 +1,72 @@
+"""A Kafka journal through the fleet pipeline: `once` on a Kafka log dir (the real engine and
+journal), `ship --flush` to a target, `analyze` on a local Spark as a subprocess, and the
+Parquet tables read back with DuckDB: the Kafka deletions are there under their own kind and
+reasons, with topic, partition and offsets, and the Kafka rounds do not break the job."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import need, records, run_cli
+from tests.e2e.test_kafka_cli import build_log_dir, write_config
+
+pytestmark = pytest.mark.slow
+
+
+def test_kafka_journal_through_ship_and_analyze(tmp_path: Path) -> None:
+    try:
+        import duckdb
+        import pyspark  # noqa: F401
+    except ImportError:
+        need(False, "pyspark and duckdb are not installed (pip install -e '.[spark]')")
+    need(shutil.which("java") is not None, "java is not installed")
+
+    log_dir = tmp_path / "kafka-logs"
+    build_log_dir(log_dir, int(time.time() * 1000))
+    config = write_config(tmp_path, [log_dir])
+    assert run_cli("once", "--config", str(config)).code == 0
+    assert run_cli("once", "--config", str(config)).code == 0  # an idle round too
+    journaled = records(tmp_path / "journal", "deletion")
+    assert len(journaled) == 12
+
+    target, out = tmp_path / "target", tmp_path / "out"
+    target.mkdir()  # the target is a mounted share: it must exist
+    shipped = run_cli("ship", "--config", str(config), "--target", str(target), "--flush")
+    assert shipped.code == 0, shipped.err
+    assert list(target.glob("deletion/dt=*/cluster=kafkawire-test/broker=kafka-3/*.jsonl.gz"))
+
+    env = {**os.environ, "SPARK_LOCAL_IP": "127.0.0.1", "PYSPARK_PYTHON": sys.executable}
+    proc = subprocess.run(
+        [sys.executable, "-m", "retentiond", "analyze", "--master", "local[1]",
+         "--input", str(target), "--output", str(out)],
+        capture_output=True, text=True, timeout=600, env=env,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-4000:]
+
+    reclaim = duckdb.sql(
+        "SELECT cluster, broker, kind, reason, sum(files), sum(bytes) "
+        f"FROM read_parquet('{out}/daily_reclaim/**/*.parquet', hive_partitioning=true) "
+        "GROUP BY ALL"
+    ).fetchall()
+    assert reclaim == [
+        (
+            "kafkawire-test",
+            "kafka-3",
+            "kafka_segment",
+            "retention_ms_breach",
+            12,
+            sum(r["bytes"] for r in journaled),
+        )
+    ]
+    fleet = duckdb.sql(
+        f"SELECT broker, files_deleted FROM read_parquet('{out}/fleet_summary/**/*.parquet')"
+    ).fetchall()
+    assert fleet == [("kafka-3", 12)]
+    assert (out / "report" / "report.html").exists()

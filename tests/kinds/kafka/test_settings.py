@@ -1,0 +1,175 @@
+"""A Kafka ``server.properties`` (or the same keys in YAML) through ``load_settings``: the
+``Settings`` carry the server config, ``kind_for`` picks the Kafka kind, the round period is
+``log.retention.check.interval.ms``, and every refusal names the file, the key and the value,
+including a file that looks like both a Kafka and a RocketMQ config."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from retentiond.config.loader import ConfigError, diff_settings, load_settings
+from retentiond.kinds import kind_for
+from retentiond.kinds.kafka.kind import Kafka
+from retentiond.storegen.kafka import KafkaStoreSpec, generate_kafka_store
+from tests.conftest import run_cli
+
+
+@pytest.fixture
+def log_dir(tmp_path: Path) -> Path:
+    spec = KafkaStoreSpec(topics={"orders": 1}, records_per_partition=50)
+    return generate_kafka_store(tmp_path / "kafka-logs", spec).log_dir
+
+
+def write(path: Path, text: str) -> Path:
+    path.write_text(text)
+    return path
+
+
+def problems(path: Path) -> list[str]:
+    with pytest.raises(ConfigError) as e:
+        load_settings(path)
+    return [str(p) for p in e.value.problems]
+
+
+def test_server_properties_become_kafka_settings(tmp_path: Path, log_dir: Path) -> None:
+    cfg = write(
+        tmp_path / "server.properties",
+        f"process.roles=broker\nnode.id=4\nlog.dirs={log_dir}\nlog.retention.minutes=30\n"
+        "log.retention.check.interval.ms=15000\nnum.network.threads=3\n"
+        "retentiond.dryRun=true\nretentiond.kafka.unknownTopics=brokerDefaults\n",
+    )
+    s = load_settings(cfg)
+    assert s.kafka is not None and s.store_kind == "kafka"
+    assert s.kafka.log_dirs == (str(log_dir),) and s.kafka.node_id == 4
+    assert s.kafka.broker_props["log.retention.minutes"] == "30"
+    assert s.clean_resource_interval_ms == 15000  # the round period
+    assert s.daemon.dry_run and s.kafka.unknown_topics == "brokerDefaults"
+    assert s.broker_name == "kafka-4" and s.broker_cluster_name != "kafka"  # meta.properties
+    assert s.store_dirs == (str(log_dir),) and s.store_label == str(log_dir)
+    kind = kind_for(s)
+    assert isinstance(kind, Kafka) and kind.server.defaults.retention_ms == 30 * 60_000
+    assert kind.directories()[0] == str(log_dir)
+    assert s.as_dict()["kind"] == "kafka" and "fileReservedTime" not in str(s.as_dict())
+
+
+def test_yaml_with_the_same_keys(tmp_path: Path, log_dir: Path) -> None:
+    props = load_settings(
+        write(
+            tmp_path / "server.properties",
+            f"log.dirs={log_dir}\nlog.retention.hours=24\nlog.cleanup.policy=compact,delete\n"
+            "retentiond.dryRun=true\nretentiond.journal.dir=/var/tmp/j\n"
+            "retentiond.kafka.timeIndexCompat=true\n",
+        )
+    )
+    yml = load_settings(
+        write(
+            tmp_path / "kafka.yaml",
+            f"log.dirs: [{log_dir}]\nlog.retention.hours: 24\n"
+            "log.cleanup.policy: [compact, delete]\n"
+            "retentiond:\n  dryRun: true\n  journal:\n    dir: /var/tmp/j\n"
+            "  kafka:\n    timeIndexCompat: true\n",
+        )
+    )
+    assert yml.kafka is not None and props.kafka is not None
+    assert yml.kafka.as_dict() == props.kafka.as_dict()
+    assert yml.daemon == props.daemon and yml.config_hash == props.config_hash
+    assert yml.kafka.time_index_compat
+
+
+def test_refusals_name_file_key_and_value(tmp_path: Path, log_dir: Path) -> None:
+    cfg = write(
+        tmp_path / "server.properties",
+        f"log.dirs={log_dir},relative/dir\nlog.retention.ms=7d\n"
+        "log.retention.check.interval.ms=0\nretentiond.dryRun=maybe\n"
+        "retentiond.journal.dirr=/x\nretentiond.kafka.unknownTopics=guess\n",
+    )
+    found = problems(cfg)
+    text = "\n".join(found)
+    for fragment in (
+        "log.dirs='relative/dir': not an absolute path",
+        "log.retention.ms='7d': not an integer",
+        "log.retention.check.interval.ms='0': must be at least 1",
+        "key 'retentiond.dryRun' = 'maybe'",
+        "key 'retentiond.journal.dirr' = '/x': unknown key",
+        "retentiond.kafka.unknownTopics='guess'",
+    ):
+        assert any(p.startswith(f"{cfg}: ") and fragment in p for p in found), (fragment, text)
+
+
+def test_log_dir_must_be_a_kafka_log_dir(tmp_path: Path) -> None:
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    cfg = write(tmp_path / "server.properties", f"log.dir={empty}\n")
+    [p] = problems(cfg)
+    assert f"key 'log.dir' = '{empty}': not a Kafka log dir" in p and p.startswith(str(cfg))
+    cfg = write(tmp_path / "server.properties", f"log.dirs={tmp_path}/missing\n")
+    [p] = problems(cfg)
+    assert f"key 'log.dirs' = '{tmp_path}/missing': log dir does not exist" in p
+    # not checked where the store is not looked at (status, trigger-delete)
+    assert load_settings(cfg, check_store=False).kafka is not None
+
+
+def test_kafka_and_rocketmq_at_once_is_refused(tmp_path: Path, log_dir: Path) -> None:
+    cfg = write(
+        tmp_path / "broker.conf",
+        f"log.dirs={log_dir}\nstorePathRootDir=/data/store\nfileReservedTime=48\n",
+    )
+    found = problems(cfg)
+    assert any(
+        f"{cfg}: key 'storePathRootDir' = '/data/store': looks like both a Kafka and a RocketMQ"
+        in p
+        for p in found
+    ), found
+    assert any("key 'fileReservedTime' = '48'" in p for p in found), found
+    yml = write(tmp_path / "broker.yaml", f"log.dir: {log_dir}\nbrokerName: broker-a\n")
+    [p] = problems(yml)
+    assert "key 'brokerName' = 'broker-a': looks like both" in p
+    # and through the command line: exit 3, nothing deleted
+    result = run_cli("check-config", str(cfg))
+    assert result.code == 3 and "looks like both a Kafka and a RocketMQ" in result.err
+    assert "nothing was deleted" in result.err
+
+
+def test_check_config_on_a_kafka_config(tmp_path: Path, log_dir: Path) -> None:
+    cfg = write(tmp_path / "server.properties", f"log.dirs={log_dir}\n")
+    result = run_cli("check-config", str(cfg))
+    assert result.code == 0, result.err
+    assert f"kafka store {log_dir}" in result.out
+
+
+def test_reload_diff_in_kafka_keys(tmp_path: Path, log_dir: Path) -> None:
+    old = load_settings(write(tmp_path / "a.properties", f"log.dirs={log_dir}\n"))
+    new = load_settings(
+        write(
+            tmp_path / "b.properties",
+            f"log.dirs={log_dir}\nlog.retention.hours=1\nretentiond.dryRun=true\n",
+        )
+    )
+    changes = {k: (a, b) for k, a, b in diff_settings(old, new)}
+    assert changes == {"log.retention.hours": (None, "1"), "retentiond.dryRun": (False, True)}
+
+
+@pytest.mark.parametrize(
+    ("name", "text", "fragment"),
+    [
+        ("a.properties", "log.dirs=/x\0y\n", "log.dirs='/x\\x00y': contains a NUL character"),
+        ("b.properties", "log.dir=/x\nmetadata.log.dir=m\n", "metadata.log.dir='m': not an"),
+        (
+            "c.yaml",
+            "log.dirs: /x\nretentiond:\n"
+            + "".join("  " * (i + 1) + f"k{i}:\n" for i in range(40))
+            + "  " * 41
+            + "v: 1\n",
+            "nested too deeply",
+        ),
+        ("d.yaml", "log.dir: /x\nlog.retention.ms: {a: 1}\n", "log.retention.ms=<a mapping>"),
+        ("e.yaml", "log.dirs: null\n", "log.dirs=null: remove the key"),
+    ],
+)
+def test_hostile_kafka_configs_are_refused_not_crashed(
+    tmp_path: Path, name: str, text: str, fragment: str
+) -> None:
+    found = problems(write(tmp_path / name, text))
+    assert any(fragment in p for p in found), found
