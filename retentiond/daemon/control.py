@@ -406,7 +406,9 @@ def request(path: Path, command: str, *, timeout: float = 5.0) -> dict[str, obje
         sock.settimeout(timeout)
         try:
             sock.connect(str(path))
-            sock.sendall(json.dumps({"command": command}).encode() + b"\n")
+            # A busy daemon answers at once, before reading, and closes: its reply is here.
+            with contextlib.suppress(BrokenPipeError, ConnectionResetError):
+                sock.sendall(json.dumps({"command": command}).encode() + b"\n")
             data = b""
             while chunk := sock.recv(65536):
                 data += chunk

@@ -54,7 +54,9 @@ def _raw(path: Path, payload: bytes, timeout: float = 3.0) -> dict[str, object]:
     with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
         sock.settimeout(timeout)
         sock.connect(str(path))
-        sock.sendall(payload)
+        # "busy" is answered at accept, before the request is read (the CLI does the same).
+        with contextlib.suppress(BrokenPipeError):
+            sock.sendall(payload)
         data = b""
         while chunk := sock.recv(65536):
             data += chunk
