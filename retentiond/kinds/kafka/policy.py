@@ -44,13 +44,19 @@ class TopicConfig:
         return "delete" in self.cleanup_policy
 
 
-@dataclass(frozen=True, slots=True)
 class _Seg:
-    """A segment in the evolving list; ``seg`` is None for the empty segment a roll adds."""
+    """A segment in the evolving list; ``seg`` is None for the empty segment a roll adds.
+    The size is asked of the segment only by the passes that need it (a stat otherwise)."""
 
-    base_offset: int
-    size: int
-    seg: Segment | None
+    __slots__ = ("base_offset", "seg")
+
+    def __init__(self, base_offset: int, seg: Segment | None) -> None:
+        self.base_offset = base_offset
+        self.seg = seg
+
+    @property
+    def size(self) -> int:
+        return 0 if self.seg is None else self.seg.size
 
 
 @dataclass(frozen=True)
@@ -85,17 +91,22 @@ def _decision(
     detail: str | None,
     end_offset: int | None = None,
 ) -> Decision:
+    """A deletion carries the identity the executor re-checks (a stat now if no read took
+    one); a kept segment carries it only if it is already known, as RocketMQ's files behind a
+    queue's first kept one carry none."""
+    identity = s.identity if verdict is Verdict.DELETE else s.known_identity
+    # the next segment's base offset, or the log end offset, as end_offset
     return Decision(
-        kind=Kind.KAFKA_SEGMENT,
-        path=s.log_path,
-        verdict=verdict,
-        reason=reason,
-        identity=s.identity,
-        start_offset=s.base_offset,
-        end_offset=end_offset,  # the next segment's base offset, or the log end offset
-        topic=part.topic,
-        queue_id=part.partition,
-        detail=detail,
+        Kind.KAFKA_SEGMENT,
+        s.log_path,
+        verdict,
+        reason,
+        identity,
+        s.base_offset,
+        end_offset,
+        part.topic,
+        part.partition,
+        detail,
     )
 
 
@@ -147,13 +158,37 @@ def plan_partition(
     hw = min(max(hw_raw, lso), leo)
     no_hw = high_watermarks is None or tp not in high_watermarks
 
-    segs = [_Seg(s.base_offset, s.size, s) for s in part.segments]
+    try:
+        return _plan(
+            part, config, now_ms, lso, hw, leo, no_hw, broker_running, time_index_compat
+        )
+    except OSError as e:  # a .log gone or replaced since the scan listed it: judge nothing
+        return _keep_all(part, Reason.UNREADABLE, f"segment changed under the plan: {e}", lso)
+
+
+def _plan(
+    part: Partition,
+    config: TopicConfig,
+    now_ms: int,
+    lso: int,
+    hw: int,
+    leo: int,
+    no_hw: bool,
+    broker_running: bool,
+    time_index_compat: bool,
+) -> PartitionPlan:
+    """The three passes, then a reason for every segment. Timestamps are read only where
+    Kafka's own passes look: the prefix that goes and the first segment that stays."""
+    segs = [_Seg(s.base_offset, s) for s in part.segments]
     active = part.segments[-1]
 
     def largest(s: Segment) -> tuple[int, bool]:
         if time_index_compat and s is not active:
             return s.time_index_largest
         return s.largest_timestamp
+
+    def known_largest(s: Segment) -> tuple[int, bool] | None:
+        return s.known_largest(time_index_compat and s is not active)
 
     reasons: dict[int, tuple[Reason, str]] = {}
     new_lso = lso
@@ -176,7 +211,7 @@ def plan_partition(
         if not doomed:
             return
         if len(doomed) == len(segs):
-            segs = [*segs, _Seg(leo, 0, None)]  # roll(): the new active segment at LEO
+            segs = [*segs, _Seg(leo, None)]  # roll(): the new active segment at LEO
             roll_offset = leo
         for s in doomed:
             assert s.seg is not None
@@ -195,7 +230,7 @@ def plan_partition(
     if config.delete:
         # 2. size: the longest prefix whose sizes fit in (size - retention.bytes)
         limit = config.retention_bytes
-        total = sum(s.size for s in segs)
+        total = sum(s.size for s in segs) if limit >= 0 else 0
         if limit >= 0 and total >= limit:
             diff = total - limit
 
@@ -211,7 +246,8 @@ def plan_partition(
                 Reason.RETENTION_BYTES_BREACH,
                 lambda s: f"partition {total} bytes over retention.bytes {limit}",
             )
-        # 3. time: now - largestTimestamp > retention.ms, strictly
+        # 3. time: now - largestTimestamp > retention.ms, strictly; the pass stops at the
+        # first segment that does not qualify, and so does the reading
         if config.retention_ms >= 0:
 
             def time_pred(s: _Seg, n: _Seg | None) -> bool:
@@ -224,8 +260,10 @@ def plan_partition(
                 lambda s: _age_detail(s, now_ms, config.retention_ms, largest),
             )
 
-    # Why each remaining segment stays.
-    def own_reason(i: int, s: _Seg) -> tuple[Reason, str] | None:
+    # Why each remaining segment stays. The first one was examined by the passes; behind it
+    # only what is known without reading is told (the high watermark, the empty active
+    # segment, a timestamp already read), the rest stays because the prefix ended there.
+    def own_reason(i: int, s: _Seg, read: bool) -> tuple[Reason, str] | None:
         nxt = segs[i + 1] if i + 1 < len(segs) else None
         upper = nxt.base_offset if nxt is not None else leo
         if nxt is None and s.size == 0:
@@ -236,9 +274,16 @@ def plan_partition(
         if not config.delete:
             return Reason.COMPACTED, "cleanup.policy without delete: log-start-offset breaches only"
         if config.retention_ms >= 0:
-            ts = _timestamp(s, ts_errors, largest)
-            if ts is None:
-                return Reason.UNREADABLE, ts_errors.get(s.base_offset, "unreadable")
+            assert s.seg is not None
+            if read:
+                ts = _timestamp(s, ts_errors, largest)
+                if ts is None:
+                    return Reason.UNREADABLE, ts_errors.get(s.base_offset, "unreadable")
+            else:
+                known = known_largest(s.seg)
+                if known is None:
+                    return None  # never read: Kafka's pass stopped before it
+                ts = known[0]
             if ts > now_ms:
                 return Reason.FUTURE_TIMESTAMP, f"largest timestamp {ts} is in the future"
             if now_ms - ts > config.retention_ms:
@@ -246,25 +291,23 @@ def plan_partition(
             return Reason.WITHIN_RETENTION, _age_detail(s, now_ms, config.retention_ms, largest)
         return Reason.WITHIN_RETENTION, "retention.ms=-1 and under retention.bytes"
 
-    first: tuple[Reason, str] | None = None
-    first_path = ""
+    behind: tuple[Reason, str] | None = None
     for i, s in enumerate(segs):
         if s.seg is None:
             continue
-        r = own_reason(i, s)
-        if first is None:
-            first = r or (Reason.WITHIN_RETENTION, "within retention")
-            first_path = s.seg.log_path
+        if behind is None:
+            first = own_reason(i, s, read=True) or (Reason.WITHIN_RETENTION, "within retention")
             reasons[s.base_offset] = first
-        elif r is not None:
-            reasons[s.base_offset] = r
-        elif first[0] is Reason.FUTURE_TIMESTAMP:
-            reasons[s.base_offset] = (
-                Reason.FUTURE_TIMESTAMP,
-                f"behind {first_path}, whose largest timestamp is in the future",
-            )
+            first_path = s.seg.log_path
+            if first[0] is Reason.FUTURE_TIMESTAMP:
+                behind = (
+                    Reason.FUTURE_TIMESTAMP,
+                    f"behind {first_path}, whose largest timestamp is in the future",
+                )
+            else:
+                behind = (Reason.AFTER_FIRST_KEPT, f"behind {first_path} ({first[0]})")
         else:
-            reasons[s.base_offset] = (Reason.AFTER_FIRST_KEPT, f"behind {first_path} ({first[0]})")
+            reasons[s.base_offset] = own_reason(i, s, read=False) or behind
 
     decisions = []
     uppers = [*(x.base_offset for x in part.segments[1:]), leo]
