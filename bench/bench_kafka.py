@@ -162,14 +162,21 @@ def main(argv: list[str] | None = None) -> int:
     text, reasons = plan_text(props, now_ms)  # warm-up, and what the plan says
     time_find(log_dir)
     lines = text.count("\n")
-    print(f"plan: {lines} lines; verdicts: " + ", ".join(f"{k} {v}" for k, v in sorted(reasons.items())))
+    print(
+        f"plan: {lines} lines; verdicts: "
+        + ", ".join(f"{k} {v}" for k, v in sorted(reasons.items()))
+    )
     finds, plans = [], []
     for _ in range(args.repeat):
         finds.append(time_find(log_dir))
         plans.append(time_plan(props, now_ms))
     f, p = statistics.median(finds), statistics.median(plans)
-    print(f"find {log_dir}: median {f * 1000:.0f} ms  ({', '.join(f'{x * 1000:.0f}' for x in finds)})")
-    print(f"plan, in-process:  median {p * 1000:.0f} ms  ({', '.join(f'{x * 1000:.0f}' for x in plans)})")
+    print(
+        f"find {log_dir}: median {f * 1000:.0f} ms  ({', '.join(f'{x * 1000:.0f}' for x in finds)})"
+    )
+    print(
+        f"plan, in-process:  median {p * 1000:.0f} ms  ({', '.join(f'{x * 1000:.0f}' for x in plans)})"
+    )
     ratio = p / f
     verdict = "met" if ratio <= 2 else "NOT met"
     print(f"plan / find: {ratio:.2f}x (goal <= 2x: {verdict})")

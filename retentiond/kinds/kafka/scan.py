@@ -22,6 +22,7 @@ from __future__ import annotations
 import mmap
 import os
 import stat
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 from functools import cached_property
 
@@ -31,6 +32,7 @@ from retentiond.kinds.kafka import formats as fm
 # a .log up to this size is read with one pread; a larger one is mapped, so that only the
 # pages holding batch headers of a 1 GiB segment are touched
 _READ_WHOLE_MAX = 1 << 20
+_COMPANIONS = (fm.INDEX_SUFFIX, fm.TIME_INDEX_SUFFIX, fm.TXN_INDEX_SUFFIX)
 _OPEN_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
 
 
@@ -51,21 +53,27 @@ class Segment:
     about it (identity, batches, time index) is read once, on first use, and kept; a read that
     fails is remembered too and raises again, so one segment has one story per plan."""
 
-    __slots__ = ("base_offset", "log_path", "companions", "_identity", "_summary", "_time_index")
+    __slots__ = ("_identity", "_listing", "_summary", "_time_index", "base_offset", "log_path")
 
     def __init__(
         self,
         base_offset: int,
         log_path: str,
+        listing: AbstractSet[str] = frozenset(),  # the names in its partition dir
         identity: FileIdentity | None = None,
-        companions: frozenset[str] = frozenset(),  # suffixes present besides .log
     ) -> None:
         self.base_offset = base_offset
         self.log_path = log_path
-        self.companions = companions
+        self._listing = listing
         self._identity: FileIdentity | None = identity
         self._summary: object = _NOT_READ
         self._time_index: object = _NOT_READ
+
+    @property
+    def companions(self) -> frozenset[str]:
+        """The suffixes present beside the ``.log`` when the partition dir was listed."""
+        prefix = fm.offset_prefix(self.base_offset)
+        return frozenset(s for s in _COMPANIONS if prefix + s in self._listing)
 
     def __repr__(self) -> str:
         return f"Segment({self.base_offset}, {self.log_path!r})"
@@ -177,7 +185,7 @@ class Partition:
     path: str
     name: fm.PartitionDirName
     segments: tuple[Segment, ...]
-    snapshot_prefixes: tuple[str, ...] = ()  # 20-digit prefixes of the producer snapshots
+    listing: AbstractSet[str] = frozenset()  # the regular files' names, as listed
     leader_epoch_file: str | None = None  # None: no leader-epoch-checkpoint
     leftovers: tuple[str, ...] = ()  # *.deleted files the broker purges at its next load
 
@@ -192,7 +200,8 @@ class Partition:
     @cached_property
     def snapshots(self) -> tuple[int, ...]:
         """The producer snapshot offsets present, in order."""
-        return tuple(sorted(int(p) for p in self.snapshot_prefixes))
+        parsed = (fm.parse_segment_file_name(n) for n in self.listing)
+        return tuple(sorted(p[0] for p in parsed if p and p[1] == fm.SNAPSHOT_SUFFIX))
 
     @cached_property
     def _epochs(self) -> tuple[tuple[tuple[int, int], ...] | None, tuple[str, ...]]:
@@ -264,71 +273,80 @@ _ROOT_FILES = {
 _PARTITION_FILES = {fm.LEADER_EPOCH_CHECKPOINT, "partition.metadata", "quorum-state"}
 # the cleaner's and the KRaft metadata log's own files: Kafka's business, never ours
 _TRANSIENT_SUFFIXES = (".cleaned", ".swap", ".checkpoint", ".checkpoint.part", ".tmp")
-_NAME_SUFFIXES = fm.SEGMENT_NAME_SUFFIXES
+_SEGMENT_FILE_SUFFIXES = (fm.LOG_SUFFIX, *_COMPANIONS, fm.SNAPSHOT_SUFFIX)
 _DIGITS = 20
+_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 
 
-def scan_partition(path: str, name: fm.PartitionDirName) -> tuple[Partition, list[tuple[str, str]]]:
-    """One partition dir: its segments by base offset, snapshots, the leader-epoch file.
+def scan_partition(
+    path: str, name: fm.PartitionDirName, log_dir_fd: int | None = None
+) -> tuple[Partition, list[tuple[str, str]]]:
+    """One partition dir: its segments by base offset, the leader-epoch file, leftovers.
 
-    One ``scandir`` and no ``stat``: an entry's type comes with the listing. This runs for
-    every file of every partition, so the common case (a regular file named
-    ``<20 digits><suffix>``) is a slice, a set lookup and two string tests.
+    One listing, no ``stat``: an entry's type comes with it (``d_type``). The dir is opened
+    without following a symlink, relative to ``log_dir_fd`` when given, and listed through
+    that descriptor (no path is built per entry). This runs for every file of every
+    partition, so the names are classified in bulk: the ``.log`` prefixes, then every name a
+    segment accounts for is set aside with set operations, and only what is left (the
+    snapshot at the log end, leftovers, anything foreign) is looked at one by one.
     """
     foreign: list[tuple[str, str]] = []
-    logs: list[str] = []  # 20-digit prefixes
-    companions: dict[str, list[str]] = {}  # prefix -> suffixes besides .log
-    snapshots: list[str] = []
-    epochs: str | None = None
-    leftovers: list[str] = []
-    with os.scandir(path) as it:
-        for e in it:
-            n = e.name
-            suffix = n[_DIGITS:]
-            if suffix in _NAME_SUFFIXES and e.is_file(follow_symlinks=False):
-                prefix = n[:_DIGITS]
-                if prefix.isascii() and prefix.isdigit():
-                    if suffix == fm.LOG_SUFFIX:
-                        logs.append(prefix)
-                    elif suffix == fm.SNAPSHOT_SUFFIX:
-                        snapshots.append(prefix)
-                    elif prefix in companions:
-                        companions[prefix].append(suffix)
-                    else:
-                        companions[prefix] = [suffix]
-                    continue
-            full = os.path.join(path, n)
-            if e.is_symlink():
-                foreign.append((full, "symlink (never followed)"))
-            elif n == fm.LEADER_EPOCH_CHECKPOINT:
-                epochs = full
-            elif n.endswith(fm.DELETED_SUFFIX) and e.is_file(follow_symlinks=False):
-                if not n.endswith(".checkpoint" + fm.DELETED_SUFFIX):
-                    leftovers.append(full)
-            elif n in _PARTITION_FILES or n.endswith(_TRANSIENT_SUFFIXES):
-                continue
-            else:
-                foreign.append((full, "not a Kafka segment file"))
-    stem = os.path.join(path, "")
+    if log_dir_fd is None:
+        fd = os.open(path, _DIR_FLAGS)
+    else:
+        fd = os.open(os.path.basename(path), _DIR_FLAGS, dir_fd=log_dir_fd)
+    try:
+        with os.scandir(fd) as it:
+            entries = list(it)
+        regular = [e.name for e in entries if e.is_file(follow_symlinks=False)]
+        if len(regular) != len(entries):
+            names = set(regular)
+            odd = [(e.name, e.is_symlink()) for e in entries if e.name not in names]
+        else:
+            odd = []
+    finally:
+        os.close(fd)
+    logs = [
+        p
+        for n in regular
+        if n[_DIGITS:] == fm.LOG_SUFFIX and (p := n[:_DIGITS]).isascii() and p.isdigit()
+    ]
     logs.sort()  # equal-length digit strings: the order of their offsets
-    no_companions: frozenset[str] = frozenset()
-    segments = tuple(
-        Segment(
-            int(p),
-            f"{stem}{p}{fm.LOG_SUFFIX}",
-            None,
-            frozenset(companions[p]) if p in companions else no_companions,
-        )
-        for p in logs
-    )
-    for p in sorted(companions.keys() - set(logs)):
+    listing = set(regular)
+    rest = listing.difference([p + s for p in logs for s in _SEGMENT_FILE_SUFFIXES])
+    rest.difference_update(_PARTITION_FILES)
+    epochs = os.path.join(path, fm.LEADER_EPOCH_CHECKPOINT)
+    if fm.LEADER_EPOCH_CHECKPOINT not in listing:
+        epochs = None  # type: ignore[assignment]
+    leftovers: list[str] = []
+    orphans: set[str] = set()
+    for n in rest:
+        parsed = fm.parse_segment_file_name(n)
+        if parsed is not None:
+            if parsed[1] != fm.SNAPSHOT_SUFFIX:
+                orphans.add(n[:_DIGITS])  # an index whose .log is not there
+        elif n.endswith(fm.DELETED_SUFFIX):
+            if not n.endswith(".checkpoint" + fm.DELETED_SUFFIX):
+                leftovers.append(os.path.join(path, n))
+        elif not n.endswith(_TRANSIENT_SUFFIXES):
+            foreign.append((os.path.join(path, n), "not a Kafka segment file"))
+    for n, is_symlink in odd:
+        full = os.path.join(path, n)
+        if is_symlink:
+            foreign.append((full, "symlink (never followed)"))
+        elif n == fm.LEADER_EPOCH_CHECKPOINT:
+            epochs = full  # not a regular file: reading it says so
+        elif n in _PARTITION_FILES or n.endswith(_TRANSIENT_SUFFIXES):
+            continue
+        else:
+            foreign.append((full, "not a Kafka segment file"))
+    stem = os.path.join(path, "")
+    segments = tuple(Segment(int(p), f"{stem}{p}{fm.LOG_SUFFIX}", listing) for p in logs)
+    for p in sorted(orphans):
         foreign.append((stem + p, "index without .log"))
     foreign.sort()
     leftovers.sort()
-    return (
-        Partition(path, name, segments, tuple(snapshots), epochs, tuple(leftovers)),
-        foreign,
-    )
+    return Partition(path, name, segments, listing, epochs, tuple(leftovers)), foreign
 
 
 def scan_log_dir(path: str) -> LogDirSnapshot:
@@ -341,29 +359,33 @@ def scan_log_dir(path: str) -> LogDirSnapshot:
     st = os.stat(path)  # the configured dir may itself be a symlink; nothing below it may
     if not stat.S_ISDIR(st.st_mode):
         raise NotADirectoryError(f"{path}: not a directory")
-    with os.scandir(path) as it:
-        entries = sorted(it, key=lambda e: e.name)
-    for e in entries:
-        full = os.path.join(path, e.name)
-        if e.is_symlink():
-            foreign.append((full, "symlink (never followed)"))
-            continue
-        if e.is_dir(follow_symlinks=False):
-            name = fm.parse_partition_dir_name(e.name)
-            if name is None:
-                foreign.append((full, "directory not named <topic>-<partition>"))
+    root_fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        with os.scandir(root_fd) as it:
+            entries = sorted(it, key=lambda e: e.name)
+        for e in entries:
+            full = os.path.join(path, e.name)
+            if e.is_symlink():
+                foreign.append((full, "symlink (never followed)"))
                 continue
-            try:
-                part, more = scan_partition(full, name)
-            except OSError as err:
-                errors.append(f"{full}: {err}")
+            if e.is_dir(follow_symlinks=False):
+                name = fm.parse_partition_dir_name(e.name)
+                if name is None:
+                    foreign.append((full, "directory not named <topic>-<partition>"))
+                    continue
+                try:
+                    part, more = scan_partition(full, name, root_fd)
+                except OSError as err:
+                    errors.append(f"{full}: {err}")
+                    continue
+                partitions.append(part)
+                foreign.extend(more)
+            elif e.name in _ROOT_FILES or e.name.endswith((".tmp", ".checkpoint")):
                 continue
-            partitions.append(part)
-            foreign.extend(more)
-        elif e.name in _ROOT_FILES or e.name.endswith((".tmp", ".checkpoint")):
-            continue
-        else:
-            foreign.append((full, "not a Kafka log dir file"))
+            else:
+                foreign.append((full, "not a Kafka log dir file"))
+    finally:
+        os.close(root_fd)
     return LogDirSnapshot(
         path=path,
         partitions=tuple(partitions),
