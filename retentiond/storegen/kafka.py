@@ -258,7 +258,7 @@ def generate_kafka_store(log_dir: Path, spec: KafkaStoreSpec | None = None) -> G
     _write(
         gone / fm.segment_file_name(0, fm.LOG_SUFFIX), encode_batch(0, [(spec.now_ms, None, b"x")])
     )
-    _write_metadata(log_dir / "__cluster_metadata-0", spec, topic_ids)
+    write_metadata_log(log_dir / "__cluster_metadata-0", spec, topic_ids)
     hws = dict(store.high_watermarks)
     for name, entries in (
         (fm.REPLICATION_CHECKPOINT, hws),
@@ -274,7 +274,11 @@ def generate_kafka_store(log_dir: Path, spec: KafkaStoreSpec | None = None) -> G
     return store
 
 
-def _write_metadata(part_dir: Path, spec: KafkaStoreSpec, topic_ids: Mapping[str, bytes]) -> None:
+def write_metadata_log(
+    part_dir: Path, spec: KafkaStoreSpec, topic_ids: Mapping[str, bytes]
+) -> None:
+    """``__cluster_metadata-0``: the topics and ``spec.overrides`` as KRaft records (a bench
+    rewrites it alone to change every topic's retention without regenerating the data)."""
     part_dir.mkdir()
     records = [topic_record(t, tid) for t, tid in topic_ids.items()]
     for topic, keys in spec.overrides.items():
