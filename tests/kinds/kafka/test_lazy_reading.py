@@ -11,12 +11,16 @@ from __future__ import annotations
 import os
 import struct
 from pathlib import Path
+from types import SimpleNamespace
 
 from retentiond.engine.identity import identity_of
+from retentiond.kinds.kafka.config import load_server_properties
+from retentiond.kinds.kafka.kind import Kafka
 from retentiond.kinds.kafka.offline import run_offline
+from retentiond.kinds.kafka.plan import KafkaPlan, LogDirPlan
 from retentiond.kinds.kafka.policy import TopicConfig, plan_partition
 from retentiond.kinds.kafka.scan import scan_log_dir
-from retentiond.reasons import Reason, Verdict
+from retentiond.reasons import Kind, Reason, Verdict
 from tests.kinds.kafka.kafkalog import KafkaLog, R, segment_bases
 
 NOW = 1_700_000_000_000
@@ -201,3 +205,29 @@ def test_segment_replaced_by_a_symlink_after_the_scan_is_never_followed(tmp_path
     )
     assert p.decisions[0].reason is Reason.UNREADABLE
     assert not p.deletions
+
+
+def test_store_stats_count_the_segments_never_examined(tmp_path: Path) -> None:
+    """The daemon's figures of what is left (segments, bytes, oldest mtime) include the kept
+    segments the plan never stat'ed: they are measured after the round."""
+    log = six_segments(tmp_path)
+    (log.log_dir / "server.properties").write_text(f"node.id=1\nlog.dirs={log.log_dir}\n")
+    server = load_server_properties(str(log.log_dir / "server.properties"))
+    kind = Kafka(SimpleNamespace(config_hash="h"), server)  # type: ignore[arg-type]
+    snap = scan_log_dir(str(log.log_dir))
+    (part,) = snap.partitions
+    p = plan_partition(
+        part,
+        CFG,
+        now_ms=NOW,
+        high_watermarks=snap.high_watermarks,
+        log_start_offsets=snap.log_start_offsets,
+    )
+    assert p.decisions[4].identity is None
+    plan = KafkaPlan(NOW, "h", (LogDirPlan(str(log.log_dir), True, (p,)),), None)
+    gone = frozenset(d.path for d in p.deletions)
+    stats = kind.store_stats(plan, gone, None).kinds[Kind.KAFKA_SEGMENT]  # type: ignore[arg-type]
+    left = [log.dir / f"{b:020d}.log" for b in (15, 20, 25)]
+    assert stats.files == 3
+    assert stats.bytes == sum(f.stat().st_size for f in left)
+    assert stats.oldest_mtime_ms == min(f.stat().st_mtime_ns // 1_000_000 for f in left)
