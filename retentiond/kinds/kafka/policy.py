@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from retentiond.engine.decision import Decision
 from retentiond.kinds.kafka import formats as fm
 from retentiond.kinds.kafka.scan import Partition, Segment
-from retentiond.reasons import KAFKA_DELETE_REASONS, Kind, Reason, Verdict
+from retentiond.reasons import Kind, Reason, Verdict
 
 DEFAULT_RETENTION_MS = 7 * 24 * 3600 * 1000
 
@@ -301,14 +301,31 @@ def _plan(
             )
         else:
             behind = (Reason.AFTER_FIRST_KEPT, f"behind {first_path} ({first[0]})")
+        last = n - 1
+        if not config.delete:
+            quick: tuple[Reason, str] | None = _COMPACTED
+        elif retention_ms < 0:
+            quick = _UNLIMITED
+        else:
+            quick = None  # behind, unless its timestamp happens to be known
         for i in range(start + 1, n):
-            reasons[i] = own_reason(i, read=False) or behind
+            if i == last or i >= hw_end:
+                reasons[i] = own_reason(i, read=False) or behind
+            elif quick is not None:
+                reasons[i] = quick
+            else:
+                s = segments[i]
+                if s.known_largest(time_index_compat and s is not active) is None:
+                    reasons[i] = behind
+                else:
+                    reasons[i] = own_reason(i, read=False) or behind
 
+    # The passes set a reason for segments[:start] (all deletions) and nothing else does.
     decisions = []
     topic, partition = part.topic, part.partition
     for i, s in enumerate(segments):
         reason, detail = reasons[i]  # type: ignore[misc]
-        if reason in KAFKA_DELETE_REASONS:
+        if i < start:
             if broker_running:
                 verdict, reason, detail = _KEEP, Reason.BROKER_RUNNING, f"would go: {reason}"
                 identity = s.known_identity
@@ -317,17 +334,20 @@ def _plan(
         else:
             verdict, identity = _KEEP, s.known_identity
         decisions.append(
-            Decision(
-                _SEGMENT,
-                s.log_path,
-                verdict,
-                reason,
-                identity,
-                bases[i],
-                uppers[i],
-                topic,
-                partition,
-                detail,
+            _new_tuple(
+                Decision,
+                (
+                    _SEGMENT,
+                    s.log_path,
+                    verdict,
+                    reason,
+                    identity,
+                    bases[i],
+                    uppers[i],
+                    topic,
+                    partition,
+                    detail,
+                ),
             )
         )
     if broker_running:
@@ -336,6 +356,8 @@ def _plan(
 
 
 _SEGMENT = Kind.KAFKA_SEGMENT
+# a Decision from its ten fields without NamedTuple's Python-level __new__ (200,000 a plan)
+_new_tuple = tuple.__new__
 _KEEP = Verdict.KEEP
 _DELETE = Verdict.DELETE
 _COMPACTED = (Reason.COMPACTED, "cleanup.policy without delete: log-start-offset breaches only")
