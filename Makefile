@@ -5,7 +5,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 DEMO := demo
 
-.PHONY: venv system-deps test lint run demo-store bench bench-spark clean
+.PHONY: venv system-deps test lint run demo-store bench bench-spark bench-kafka clean
 
 venv: $(VENV)/.installed
 
@@ -41,6 +41,9 @@ bench: venv
 
 bench-spark: venv
 	$(BIN)/python bench/bench_spark.py
+
+bench-kafka: venv  # issue 10: Kafka plan vs find, 10,000 partitions x 20 segments
+	$(BIN)/python bench/bench_kafka.py --plan-round
 
 clean:
 	rm -rf $(VENV) $(DEMO) .pytest_cache .ruff_cache .hypothesis

@@ -122,7 +122,13 @@ class KafkaStoreSpec:
     overrides: Mapping[str, Mapping[str, str]] = field(
         default_factory=lambda: {"audit-log": {"cleanup.policy": "compact"}}
     )
-    future_topic: str | None = "clicks"  # its partition 0 gets a batch an hour in the future
+    # its partition 0 gets a record an hour in the future, ``future_at`` of the way through:
+    # in the expired part of the log, where it pins itself and the expired segments behind it
+    future_topic: str | None = "clicks"
+    future_at: float = 0.2
+    # > 0: only this many distinct partitions per topic are built, partition p a byte copy of
+    # p % distinct_partitions (large stores for benchmarks; 0: every partition its own)
+    distinct_partitions: int = 0
     seed: int = 7
 
 
@@ -147,13 +153,21 @@ def _write(path: Path, data: bytes, mtime_ms: int | None = None) -> None:
         os.utime(path, ns=(mtime_ms * 1_000_000, mtime_ms * 1_000_000))
 
 
-def _write_partition(
-    part_dir: Path, spec: KafkaStoreSpec, rng: random.Random, future: bool
-) -> list[WrittenSegment]:
-    part_dir.mkdir(parents=True)
+@dataclass(frozen=True)
+class _PartitionFiles:
+    """One partition's files, built in memory: (name, bytes, mtime ms or None) and what the
+    segments hold. Written once per partition, or copied to many (``distinct_partitions``)."""
+
+    files: tuple[tuple[str, bytes, int | None], ...]
+    segments: tuple[WrittenSegment, ...]
+
+
+def _build_partition(spec: KafkaStoreSpec, rng: random.Random, future: bool) -> _PartitionFiles:
     n = spec.records_per_partition
     step = spec.span_ms // max(n, 1)
     start_ts = spec.now_ms - spec.span_ms
+    future_at = int(n * spec.future_at)
+    files: list[tuple[str, bytes, int | None]] = []
     segments: list[WrittenSegment] = []
     data = bytearray()
     index: list[tuple[int, int]] = []
@@ -168,11 +182,11 @@ def _write_partition(
 
     def close_segment() -> None:
         time_entry()
-        stem = part_dir / fm.offset_prefix(base)
+        stem = fm.offset_prefix(base)
         mtime = max_ts if max_ts >= 0 else spec.now_ms
-        _write(Path(f"{stem}.log"), bytes(data), min(mtime, spec.now_ms))
-        _write(Path(f"{stem}.index"), fm.encode_offset_index(index))
-        _write(Path(f"{stem}.timeindex"), fm.encode_time_index(tindex))
+        files.append((f"{stem}.log", bytes(data), min(mtime, spec.now_ms)))
+        files.append((f"{stem}.index", fm.encode_offset_index(index), None))
+        files.append((f"{stem}.timeindex", fm.encode_time_index(tindex), None))
         segments.append(WrittenSegment(base, offset, len(data), max_ts))
 
     while offset < n:
@@ -180,7 +194,7 @@ def _write_partition(
         recs = []
         for i in range(count):
             ts = start_ts + (offset + i) * step + rng.randrange(step or 1)
-            if future and offset + i == n // 2:
+            if future and offset + i == future_at:
                 ts = spec.now_ms + 3_600_000
             value = rng.randbytes(spec.value_bytes)
             recs.append((ts, f"k{(offset + i) % 50}".encode(), value))
@@ -203,12 +217,18 @@ def _write_partition(
         since += len(batch)
         offset += count
     close_segment()
+    snapshot = fm.empty_producer_snapshot()
     for snap in [*snapshots, offset]:  # the shutdown snapshot at the log end too
-        _write(
-            part_dir / fm.segment_file_name(snap, fm.SNAPSHOT_SUFFIX), fm.empty_producer_snapshot()
-        )
-    (part_dir / fm.LEADER_EPOCH_CHECKPOINT).write_text(fm.format_leader_epoch_checkpoint([(0, 0)]))
-    return segments
+        files.append((fm.segment_file_name(snap, fm.SNAPSHOT_SUFFIX), snapshot, None))
+    epochs = fm.format_leader_epoch_checkpoint([(0, 0)]).encode()
+    files.append((fm.LEADER_EPOCH_CHECKPOINT, epochs, None))
+    return _PartitionFiles(tuple(files), tuple(segments))
+
+
+def _write_partition(part_dir: Path, built: _PartitionFiles) -> None:
+    part_dir.mkdir(parents=True)
+    for name, data, mtime_ms in built.files:
+        _write(part_dir / name, data, mtime_ms)
 
 
 def generate_kafka_store(log_dir: Path, spec: KafkaStoreSpec | None = None) -> GeneratedKafkaStore:
@@ -222,9 +242,14 @@ def generate_kafka_store(log_dir: Path, spec: KafkaStoreSpec | None = None) -> G
     topic_ids: dict[str, bytes] = {}
     for topic, partitions in spec.topics.items():
         topic_ids[topic] = uuid.UUID(int=rng.getrandbits(128)).bytes
+        built: list[_PartitionFiles] = []
         for p in range(partitions):
-            future = topic == spec.future_topic and p == 0
-            segs = _write_partition(log_dir / f"{topic}-{p}", spec, rng, future)
+            variant = p % spec.distinct_partitions if spec.distinct_partitions > 0 else p
+            if variant == len(built):
+                future = topic == spec.future_topic and variant == 0
+                built.append(_build_partition(spec, rng, future))
+            _write_partition(log_dir / f"{topic}-{p}", built[variant])
+            segs = list(built[variant].segments)
             store.partitions[(topic, p)] = segs
             store.high_watermarks[(topic, p)] = segs[-1].next_offset
     # a topic deleted while the broker ran: Kafka's own, never ours to judge
@@ -233,7 +258,7 @@ def generate_kafka_store(log_dir: Path, spec: KafkaStoreSpec | None = None) -> G
     _write(
         gone / fm.segment_file_name(0, fm.LOG_SUFFIX), encode_batch(0, [(spec.now_ms, None, b"x")])
     )
-    _write_metadata(log_dir / "__cluster_metadata-0", spec, topic_ids)
+    write_metadata_log(log_dir / "__cluster_metadata-0", spec, topic_ids)
     hws = dict(store.high_watermarks)
     for name, entries in (
         (fm.REPLICATION_CHECKPOINT, hws),
@@ -249,7 +274,11 @@ def generate_kafka_store(log_dir: Path, spec: KafkaStoreSpec | None = None) -> G
     return store
 
 
-def _write_metadata(part_dir: Path, spec: KafkaStoreSpec, topic_ids: Mapping[str, bytes]) -> None:
+def write_metadata_log(
+    part_dir: Path, spec: KafkaStoreSpec, topic_ids: Mapping[str, bytes]
+) -> None:
+    """``__cluster_metadata-0``: the topics and ``spec.overrides`` as KRaft records (a bench
+    rewrites it alone to change every topic's retention without regenerating the data)."""
     part_dir.mkdir()
     records = [topic_record(t, tid) for t, tid in topic_ids.items()]
     for topic, keys in spec.overrides.items():

@@ -263,12 +263,27 @@ class Kafka:
     def store_stats(  # type: ignore[override]
         self, plan: KafkaPlan, deleted: frozenset[str], previous: StoreStats | None
     ) -> StoreStats:
-        left = [d for d in plan.decisions() if d.path not in deleted and d.identity is not None]
-        oldest = min((d.identity.mtime_ms for d in left if d.identity), default=None)
-        stats = KindStats(
-            len(left), sum(d.identity.size for d in left if d.identity), oldest, plan.now_ms
-        )
-        return StoreStats({Kind.KAFKA_SEGMENT: stats})
+        """What is left after the round. A kept segment the plan never had to examine (behind
+        its partition's first kept one) carries no identity: it is stat'ed here, in the
+        daemon's round, not in ``plan``."""
+        count = size = 0
+        oldest: int | None = None
+        for d in plan.decisions():
+            if d.path in deleted:
+                continue
+            ident = d.identity
+            if ident is not None:
+                bytes_, mtime_ms = ident.size, ident.mtime_ms
+            else:
+                try:
+                    st = os.lstat(d.path)
+                except OSError:
+                    continue  # gone since the scan: not left
+                bytes_, mtime_ms = st.st_size, st.st_mtime_ns // 1_000_000
+            count += 1
+            size += bytes_
+            oldest = mtime_ms if oldest is None else min(oldest, mtime_ms)
+        return StoreStats({Kind.KAFKA_SEGMENT: KindStats(count, size, oldest, plan.now_ms)})
 
     def disk_figures(self, settings: Settings, now_ms: int) -> DiskFigures:
         return DiskFigures(tuple(("log_dir", measure_path(d)) for d in self.server.log_dirs))

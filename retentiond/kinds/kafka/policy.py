@@ -14,13 +14,14 @@ timestamp pinning a partition is visible in the plan.
 
 from __future__ import annotations
 
+from bisect import bisect_right
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from retentiond.engine.decision import Decision
 from retentiond.kinds.kafka import formats as fm
 from retentiond.kinds.kafka.scan import Partition, Segment
-from retentiond.reasons import KAFKA_DELETE_REASONS, Kind, Reason, Verdict
+from retentiond.reasons import Kind, Reason, Verdict
 
 DEFAULT_RETENTION_MS = 7 * 24 * 3600 * 1000
 
@@ -42,15 +43,6 @@ class TopicConfig:
     @property
     def delete(self) -> bool:
         return "delete" in self.cleanup_policy
-
-
-@dataclass(frozen=True, slots=True)
-class _Seg:
-    """A segment in the evolving list; ``seg`` is None for the empty segment a roll adds."""
-
-    base_offset: int
-    size: int
-    seg: Segment | None
 
 
 @dataclass(frozen=True)
@@ -85,17 +77,22 @@ def _decision(
     detail: str | None,
     end_offset: int | None = None,
 ) -> Decision:
+    """A deletion carries the identity the executor re-checks (a stat now if no read took
+    one); a kept segment carries it only if it is already known, as RocketMQ's files behind a
+    queue's first kept one carry none."""
+    identity = s.identity if verdict is Verdict.DELETE else s.known_identity
+    # the next segment's base offset, or the log end offset, as end_offset
     return Decision(
-        kind=Kind.KAFKA_SEGMENT,
-        path=s.log_path,
-        verdict=verdict,
-        reason=reason,
-        identity=s.identity,
-        start_offset=s.base_offset,
-        end_offset=end_offset,  # the next segment's base offset, or the log end offset
-        topic=part.topic,
-        queue_id=part.partition,
-        detail=detail,
+        Kind.KAFKA_SEGMENT,
+        s.log_path,
+        verdict,
+        reason,
+        identity,
+        s.base_offset,
+        end_offset,
+        part.topic,
+        part.partition,
+        detail,
     )
 
 
@@ -147,156 +144,221 @@ def plan_partition(
     hw = min(max(hw_raw, lso), leo)
     no_hw = high_watermarks is None or tp not in high_watermarks
 
-    segs = [_Seg(s.base_offset, s.size, s) for s in part.segments]
-    active = part.segments[-1]
+    try:
+        return _plan(part, config, now_ms, lso, hw, leo, no_hw, broker_running, time_index_compat)
+    except OSError as e:  # a .log gone or replaced since the scan listed it: judge nothing
+        return _keep_all(part, Reason.UNREADABLE, f"segment changed under the plan: {e}", lso)
+
+
+def _plan(
+    part: Partition,
+    config: TopicConfig,
+    now_ms: int,
+    lso: int,
+    hw: int,
+    leo: int,
+    no_hw: bool,
+    broker_running: bool,
+    time_index_compat: bool,
+) -> PartitionPlan:
+    """The three passes, then a reason for every segment.
+
+    Every pass deletes a prefix, so the evolving segment list of §2.7 is
+    ``segments[start:]``, plus the empty segment a roll adds once ``start`` reaches the end
+    (after which nothing more can go: the trailing empty segment never does). Timestamps are
+    read only where Kafka's own passes look: the prefix that goes and the first segment that
+    stays; sizes only by the size pass (and of the last segment, known from its read).
+    """
+    segments = part.segments
+    n = len(segments)
+    bases = [s.base_offset for s in segments]
+    uppers = [*bases[1:], leo]  # each segment's next base offset, the last one's LEO
+    # hw >= upper holds for a prefix of the segments (uppers only grow): its length
+    hw_end = bisect_right(uppers, hw)
+    active = segments[-1]
+    retention_ms = config.retention_ms
 
     def largest(s: Segment) -> tuple[int, bool]:
         if time_index_compat and s is not active:
             return s.time_index_largest
         return s.largest_timestamp
 
-    reasons: dict[int, tuple[Reason, str]] = {}
+    reasons: list[tuple[Reason, str] | None] = [None] * n
+    start = 0
     new_lso = lso
     roll_offset: int | None = None
 
-    def deletable(pred: Callable[[_Seg, _Seg | None], bool]) -> list[_Seg]:
-        out: list[_Seg] = []
-        for i, s in enumerate(segs):
-            nxt = segs[i + 1] if i + 1 < len(segs) else None
-            upper = nxt.base_offset if nxt is not None else leo
-            last_and_empty = nxt is None and s.size == 0
-            if hw >= upper and not last_and_empty and pred(s, nxt):
-                out.append(s)
-            else:
+    def deletable(pred: Callable[[int], bool]) -> int:
+        """How many segments from ``start`` Kafka's ``deletableSegments`` hands over."""
+        i = start
+        while i < n and i < hw_end:
+            if i == n - 1 and segments[i].size == 0:
+                break  # the trailing empty segment
+            if not pred(i):
                 break
-        return out
+            i += 1
+        return i - start
 
-    def apply(doomed: list[_Seg], reason: Reason, detail: Callable[[_Seg], str]) -> None:
-        nonlocal segs, new_lso, roll_offset
-        if not doomed:
+    def apply(count: int, reason: Reason, detail: Callable[[int], str]) -> None:
+        nonlocal start, new_lso, roll_offset
+        if not count:
             return
-        if len(doomed) == len(segs):
-            segs = [*segs, _Seg(leo, 0, None)]  # roll(): the new active segment at LEO
-            roll_offset = leo
-        for s in doomed:
-            assert s.seg is not None
-            reasons[s.base_offset] = (reason, detail(s))
-        segs = segs[len(doomed) :]
-        new_lso = max(new_lso, segs[0].base_offset)
+        for i in range(start, start + count):
+            reasons[i] = (reason, detail(i))
+        start += count
+        if start == n:
+            roll_offset = leo  # roll(): the new active segment at LEO
+        new_lso = max(new_lso, bases[start] if start < n else leo)
 
     # 1. log start offset breach: the next segment starts at or below the LSO
-    cur_lso = lso
     apply(
-        deletable(lambda s, n: n is not None and n.base_offset <= cur_lso),
+        deletable(lambda i: i + 1 < n and bases[i + 1] <= lso),
         Reason.LOG_START_OFFSET_BREACH,
-        lambda s: f"next segment starts at or below log start offset {cur_lso}",
+        lambda i: f"next segment starts at or below log start offset {lso}",
     )
     ts_errors: dict[int, str] = {}
-    if config.delete:
+
+    def timestamp(i: int) -> int | None:
+        try:
+            return largest(segments[i])[0]
+        except (OSError, fm.FormatError) as e:
+            ts_errors[i] = str(e)
+            return None
+
+    def age_detail(i: int) -> str:
+        ts, from_mtime = largest(segments[i])
+        src = "mtime" if from_mtime else "largest timestamp"
+        return f"{src} {ts}: age {now_ms - ts} ms, retention.ms {retention_ms}"
+
+    if config.delete and start < n:
         # 2. size: the longest prefix whose sizes fit in (size - retention.bytes)
         limit = config.retention_bytes
-        total = sum(s.size for s in segs)
-        if limit >= 0 and total >= limit:
-            diff = total - limit
+        if limit >= 0:
+            total = sum(segments[i].size for i in range(start, n))
+            if total >= limit:
+                diff = total - limit
 
-            def size_pred(s: _Seg, n: _Seg | None) -> bool:
-                nonlocal diff
-                if diff - s.size >= 0:
-                    diff -= s.size
-                    return True
-                return False
+                def size_pred(i: int) -> bool:
+                    nonlocal diff
+                    size = segments[i].size
+                    if diff - size >= 0:
+                        diff -= size
+                        return True
+                    return False
 
-            apply(
-                deletable(size_pred),
-                Reason.RETENTION_BYTES_BREACH,
-                lambda s: f"partition {total} bytes over retention.bytes {limit}",
-            )
-        # 3. time: now - largestTimestamp > retention.ms, strictly
-        if config.retention_ms >= 0:
+                apply(
+                    deletable(size_pred),
+                    Reason.RETENTION_BYTES_BREACH,
+                    lambda i: f"partition {total} bytes over retention.bytes {limit}",
+                )
+        # 3. time: now - largestTimestamp > retention.ms, strictly; the pass stops at the
+        # first segment that does not qualify, and so does the reading
+        if retention_ms >= 0 and start < n:
 
-            def time_pred(s: _Seg, n: _Seg | None) -> bool:
-                ts = _timestamp(s, ts_errors, largest)
-                return ts is not None and now_ms - ts > config.retention_ms
+            def time_pred(i: int) -> bool:
+                ts = timestamp(i)
+                return ts is not None and now_ms - ts > retention_ms
 
-            apply(
-                deletable(time_pred),
-                Reason.RETENTION_MS_BREACH,
-                lambda s: _age_detail(s, now_ms, config.retention_ms, largest),
-            )
+            apply(deletable(time_pred), Reason.RETENTION_MS_BREACH, age_detail)
 
-    # Why each remaining segment stays.
-    def own_reason(i: int, s: _Seg) -> tuple[Reason, str] | None:
-        nxt = segs[i + 1] if i + 1 < len(segs) else None
-        upper = nxt.base_offset if nxt is not None else leo
-        if nxt is None and s.size == 0:
+    # Why each remaining segment stays. The first one was examined by the passes; behind it
+    # only what is known without reading is told (the high watermark, the empty active
+    # segment, a timestamp already read), the rest stays because the prefix ended there.
+    def own_reason(i: int, read: bool) -> tuple[Reason, str] | None:
+        if i == n - 1 and segments[i].size == 0:
             return Reason.EMPTY_ACTIVE_SEGMENT, "the trailing empty segment is never deleted"
-        if hw < upper:
+        if i >= hw_end:
             why = " (no high watermark checkpointed)" if no_hw else ""
-            return Reason.ABOVE_HIGH_WATERMARK, f"high watermark {hw} < {upper}{why}"
+            return Reason.ABOVE_HIGH_WATERMARK, f"high watermark {hw} < {uppers[i]}{why}"
         if not config.delete:
-            return Reason.COMPACTED, "cleanup.policy without delete: log-start-offset breaches only"
-        if config.retention_ms >= 0:
-            ts = _timestamp(s, ts_errors, largest)
+            return _COMPACTED
+        if retention_ms < 0:
+            return _UNLIMITED
+        if read:
+            ts = timestamp(i)
             if ts is None:
-                return Reason.UNREADABLE, ts_errors.get(s.base_offset, "unreadable")
-            if ts > now_ms:
-                return Reason.FUTURE_TIMESTAMP, f"largest timestamp {ts} is in the future"
-            if now_ms - ts > config.retention_ms:
-                return None
-            return Reason.WITHIN_RETENTION, _age_detail(s, now_ms, config.retention_ms, largest)
-        return Reason.WITHIN_RETENTION, "retention.ms=-1 and under retention.bytes"
+                return Reason.UNREADABLE, ts_errors.get(i, "unreadable")
+        else:
+            s = segments[i]
+            known = s.known_largest(time_index_compat and s is not active)
+            if known is None:
+                return None  # never read: Kafka's pass stopped before it
+            ts = known[0]
+        if ts > now_ms:
+            return Reason.FUTURE_TIMESTAMP, f"largest timestamp {ts} is in the future"
+        if now_ms - ts > retention_ms:
+            return None
+        return Reason.WITHIN_RETENTION, age_detail(i)
 
-    first: tuple[Reason, str] | None = None
-    first_path = ""
-    for i, s in enumerate(segs):
-        if s.seg is None:
-            continue
-        r = own_reason(i, s)
-        if first is None:
-            first = r or (Reason.WITHIN_RETENTION, "within retention")
-            first_path = s.seg.log_path
-            reasons[s.base_offset] = first
-        elif r is not None:
-            reasons[s.base_offset] = r
-        elif first[0] is Reason.FUTURE_TIMESTAMP:
-            reasons[s.base_offset] = (
+    if start < n:
+        first = own_reason(start, read=True) or (Reason.WITHIN_RETENTION, "within retention")
+        reasons[start] = first
+        first_path = segments[start].log_path
+        if first[0] is Reason.FUTURE_TIMESTAMP:
+            behind = (
                 Reason.FUTURE_TIMESTAMP,
                 f"behind {first_path}, whose largest timestamp is in the future",
             )
         else:
-            reasons[s.base_offset] = (Reason.AFTER_FIRST_KEPT, f"behind {first_path} ({first[0]})")
-
-    decisions = []
-    uppers = [*(x.base_offset for x in part.segments[1:]), leo]
-    for s, upper in zip(part.segments, uppers, strict=True):
-        reason, detail = reasons[s.base_offset]
-        if reason in KAFKA_DELETE_REASONS and broker_running:
-            verdict, reason, detail = Verdict.KEEP, Reason.BROKER_RUNNING, f"would go: {reason}"
+            behind = (Reason.AFTER_FIRST_KEPT, f"behind {first_path} ({first[0]})")
+        last = n - 1
+        if not config.delete:
+            quick: tuple[Reason, str] | None = _COMPACTED
+        elif retention_ms < 0:
+            quick = _UNLIMITED
         else:
-            verdict = Verdict.DELETE if reason in KAFKA_DELETE_REASONS else Verdict.KEEP
-        decisions.append(_decision(part, s, verdict, reason, detail, upper))
+            quick = None  # behind, unless its timestamp happens to be known
+        for i in range(start + 1, n):
+            if i == last or i >= hw_end:
+                reasons[i] = own_reason(i, read=False) or behind
+            elif quick is not None:
+                reasons[i] = quick
+            else:
+                s = segments[i]
+                if s.known_largest(time_index_compat and s is not active) is None:
+                    reasons[i] = behind
+                else:
+                    reasons[i] = own_reason(i, read=False) or behind
+
+    # The passes set a reason for segments[:start] (all deletions) and nothing else does.
+    decisions = []
+    topic, partition = part.topic, part.partition
+    for i, s in enumerate(segments):
+        reason, detail = reasons[i]  # type: ignore[misc]
+        if i < start:
+            if broker_running:
+                verdict, reason, detail = _KEEP, Reason.BROKER_RUNNING, f"would go: {reason}"
+                identity = s.known_identity
+            else:
+                verdict, identity = _DELETE, s.identity  # what the executor re-checks
+        else:
+            verdict, identity = _KEEP, s.known_identity
+        decisions.append(
+            _new_tuple(
+                Decision,
+                (
+                    _SEGMENT,
+                    s.log_path,
+                    verdict,
+                    reason,
+                    identity,
+                    bases[i],
+                    uppers[i],
+                    topic,
+                    partition,
+                    detail,
+                ),
+            )
+        )
     if broker_running:
         new_lso, roll_offset = lso, None
     return PartitionPlan(part, tuple(decisions), lso, hw, leo, new_lso, roll_offset)
 
 
-def _timestamp(
-    s: _Seg, errors: dict[int, str], largest: Callable[[Segment], tuple[int, bool]]
-) -> int | None:
-    """The segment's largest timestamp (§4.3), None if it cannot be read."""
-    if s.seg is None:
-        return None
-    try:
-        return largest(s.seg)[0]
-    except (OSError, fm.FormatError) as e:
-        errors[s.base_offset] = str(e)
-        return None
-
-
-def _age_detail(
-    s: _Seg, now_ms: int, retention_ms: int, largest: Callable[[Segment], tuple[int, bool]]
-) -> str:
-    assert s.seg is not None
-    ts, from_mtime = largest(s.seg)
-    src = "mtime" if from_mtime else "largest timestamp"
-    return f"{src} {ts}: age {now_ms - ts} ms, retention.ms {retention_ms}"
+_SEGMENT = Kind.KAFKA_SEGMENT
+# a Decision from its ten fields without NamedTuple's Python-level __new__ (200,000 a plan)
+_new_tuple = tuple.__new__
+_KEEP = Verdict.KEEP
+_DELETE = Verdict.DELETE
+_COMPACTED = (Reason.COMPACTED, "cleanup.policy without delete: log-start-offset breaches only")
+_UNLIMITED = (Reason.WITHIN_RETENTION, "retention.ms=-1 and under retention.bytes")

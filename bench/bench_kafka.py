@@ -1,0 +1,299 @@
+"""Time the Kafka ``plan`` over a log dir of 10,000 partitions x 20 segments, beside ``find``.
+
+    .venv/bin/python bench/bench_kafka.py [--dir DIR] [--repeat 5] [--partitions 10000]
+        [--mix moderate|heavy] [--plan-round]
+
+Issue 10's goal: planning takes at most 2x ``find`` over the same tree, measured in one run.
+
+1. generates the log dir under ``DIR/logs`` with ``retentiond.storegen.kafka`` (or reuses it
+   when ``DIR/bench-spec.json`` says it was built with the same parameters): a mix of topics
+   with their overrides in the KRaft metadata log, so that the plan deletes prefixes by time
+   and by size, keeps compacted topics, and meets future timestamps (``--mix``: a few
+   expired segments per partition, or a quarter of them; switching rewrites only the
+   metadata log). Each topic has 8
+   distinct partitions; the others are byte copies (generation is the slow part, not what is
+   measured);
+2. warms the page cache with one run of each, then alternates ``find DIR/logs`` (a
+   subprocess, output to /dev/null) and the plan in-process as ``retentiond plan`` does it:
+   read ``server.properties``, scan the log dir and the metadata log, plan every partition
+   and render the plan text; medians of ``--repeat`` runs;
+3. prints each figure, the ratio, the machine and the load before and after.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import json
+import os
+import platform
+import shutil
+import statistics
+import subprocess
+import sys
+import time
+import uuid
+from collections import Counter
+from pathlib import Path
+from types import SimpleNamespace
+
+from retentiond.engine.execute import RoundContext
+from retentiond.engine.guard import Guard
+from retentiond.engine.round import Mode, Round
+from retentiond.kinds.kafka.config import load_server_properties
+from retentiond.kinds.kafka.kind import Kafka
+from retentiond.kinds.kafka.plan import KafkaPlan, LogDirPlan
+from retentiond.kinds.kafka.policy import plan_partition
+from retentiond.storegen.kafka import (
+    KafkaStoreSpec,
+    generate_kafka_store,
+    write_metadata_log,
+    write_server_properties,
+)
+
+DAY_MS = 86_400_000
+SEGMENTS = 20
+SPAN_MS = 10 * DAY_MS
+
+# share of the partitions; topic-level overrides (KRaft ConfigRecords) per mix. The data is
+# the same for every mix (10 days of records); only the metadata log changes.
+SHARES = {"events": 0.30, "orders": 0.25, "metrics": 0.20, "logs": 0.15, "audit-log": 0.05}
+SHARES["clicks"] = 1 - sum(SHARES.values())  # one partition in 8 pinned by a future record
+MIXES: dict[str, dict[str, dict[str, str]]] = {
+    # a broker that was down a day or so: a few expired segments in most partitions
+    "moderate": {
+        "events": {"retention.ms": str(9 * DAY_MS)},  # 2 of 20 segments expired
+        "orders": {"retention.ms": str(30 * DAY_MS)},  # none
+        "metrics": {"retention.ms": str(30 * DAY_MS), "retention.bytes": "15700"},  # 2 by size
+        "logs": {},  # the broker default, 168 h: 6 expired
+        "audit-log": {"cleanup.policy": "compact"},
+        "clicks": {},  # 168 h
+    },
+    # a disk that filled up: a quarter of all segments expired
+    "heavy": {
+        "events": {},  # 168 h: 6 expired
+        "orders": {"retention.ms": str(30 * DAY_MS)},
+        "metrics": {"retention.ms": str(30 * DAY_MS), "retention.bytes": "13000"},  # 5 by size
+        "logs": {"retention.ms": str(DAY_MS)},  # 18 expired
+        "audit-log": {"cleanup.policy": "compact"},
+        "clicks": {},
+    },
+}
+
+
+def bench_spec(partitions: int, now_ms: int, mix: str) -> KafkaStoreSpec:
+    counts = {t: max(1, round(share * partitions)) for t, share in SHARES.items()}
+    counts["events"] += partitions - sum(counts.values())
+    return KafkaStoreSpec(
+        topics=counts,
+        now_ms=now_ms,
+        span_ms=SPAN_MS,
+        records_per_partition=400,  # 4-record batches of ~215 bytes, 1 KiB segments: 20
+        records_per_batch=4,
+        value_bytes=16,
+        segment_bytes=1024,
+        index_interval_bytes=256,
+        overrides={t: o for t, o in MIXES[mix].items() if o},
+        future_topic="clicks",
+        distinct_partitions=8,
+    )
+
+
+def prepare(root: Path, partitions: int, mix: str) -> tuple[Path, Path, int, float | None]:
+    """(log dir, server.properties, now_ms of the store, generation seconds or None). A store
+    built for another mix only gets a new metadata log."""
+    marker = root / "bench-spec.json"
+    wanted = {"partitions": partitions, "segments": SEGMENTS, "version": 2}
+    if marker.exists():
+        saved = json.loads(marker.read_text())
+        if saved.get("wanted") == wanted:
+            now_ms = saved["now_ms"]
+            if saved.get("mix") != mix:
+                spec = bench_spec(partitions, now_ms, mix)
+                meta = root / "logs" / "__cluster_metadata-0"
+                shutil.rmtree(meta)
+                ids = {t: uuid.uuid5(uuid.NAMESPACE_DNS, t).bytes for t in spec.topics}
+                write_metadata_log(meta, spec, ids)
+                marker.write_text(json.dumps({**saved, "mix": mix}))
+            return root / "logs", root / "server.properties", now_ms, None
+        print(f"{root}: built with other parameters, regenerating", flush=True)
+    if root.exists():
+        shutil.rmtree(root)
+    root.mkdir(parents=True)
+    now_ms = time.time_ns() // 1_000_000
+    print(f"generating {partitions} partitions x {SEGMENTS} segments under {root} ...", flush=True)
+    t0 = time.perf_counter()
+    store = generate_kafka_store(root / "logs", bench_spec(partitions, now_ms, mix))
+    took = time.perf_counter() - t0
+    counts = Counter(len(s) for s in store.partitions.values())
+    if set(counts) != {SEGMENTS}:
+        raise SystemExit(f"generated segment counts {dict(counts)}, wanted {SEGMENTS} each")
+    props = write_server_properties(root / "server.properties", [store.log_dir])
+    marker.write_text(json.dumps({"wanted": wanted, "now_ms": now_ms, "mix": mix}))
+    return store.log_dir, props, now_ms, took
+
+
+def plan_text(
+    props: Path, now_ms: int, gc_paused: bool = False
+) -> tuple[str, Counter[str], list[float]]:
+    """What ``retentiond plan --config server.properties`` prints, in-process: the config
+    read, the scan (log dir and metadata log), every partition planned, the text rendered.
+    Returns the text, the verdicts and the seconds of (scan, plan, render).
+
+    The partitions are planned here with ``policy.plan_partition`` as ``Kafka.plan_round``
+    plans them, without the engine's hold pass over the deletions, which a plan does not
+    show (``--plan-round`` times ``plan_round`` itself). ``gc_paused``: the cyclic garbage
+    collector off for the whole plan, as an engine could run a round."""
+    paused = gc_paused and gc.isenabled()
+    if paused:
+        gc.disable()
+    try:
+        return _plan_text(props, now_ms)
+    finally:
+        if paused:
+            gc.enable()
+
+
+def _plan_text(props: Path, now_ms: int) -> tuple[str, Counter[str], list[float]]:
+    t0 = time.perf_counter()
+    server = load_server_properties(str(props))
+    kind = Kafka(SimpleNamespace(config_hash="bench"), server)  # type: ignore[arg-type]
+    snap = kind.scan(now_ms)
+    t1 = time.perf_counter()
+    try:
+        planned = []
+        for ld, locked in snap.log_dirs:
+            parts = tuple(
+                plan_partition(
+                    p,
+                    server.config_for(p.topic, snap.overrides, snap.broker_layers),
+                    now_ms=now_ms,
+                    high_watermarks=ld.high_watermarks,
+                    log_start_offsets=ld.log_start_offsets,
+                    cleaner_enabled=server.cleaner_enable,
+                    broker_running=not locked,
+                    time_index_compat=server.time_index_compat,
+                )
+                for p in ld.partitions
+            )
+            planned.append(LogDirPlan(ld.path, locked, parts, ld.foreign, ld.errors))
+    finally:
+        for lock in kind.locks.values():
+            lock.release()
+    plan = KafkaPlan(now_ms, "bench", tuple(planned), snap.metadata_source, snap.metadata_error)
+    t2 = time.perf_counter()
+    text = kind.render_plan(plan)
+    t3 = time.perf_counter()
+    errors = [*snap.errors, *(e for ld in planned for e in ld.errors)]
+    if errors or snap.metadata_error:
+        raise SystemExit(f"the plan has errors: {errors[:3]} {snap.metadata_error}")
+    verdicts = Counter(f"{d.verdict}:{d.reason}" for d in plan.decisions())
+    return text, verdicts, [t1 - t0, t2 - t1, t3 - t2]
+
+
+def plan_round_text(props: Path, now_ms: int) -> str:
+    """``Kafka.plan_round`` in a plan round, as the CLI will run it (hold pass included)."""
+    server = load_server_properties(str(props))
+    kind = Kafka(SimpleNamespace(config_hash="bench"), server)  # type: ignore[arg-type]
+    rnd = Round(
+        kind,  # type: ignore[arg-type]
+        Guard(),
+        now_ms=now_ms,
+        manual=False,
+        mode=Mode.PLAN,
+        held=dict,
+        remember_held=lambda _h: None,
+        executor=None,
+        context=RoundContext("bench", True, None, lambda: now_ms),
+    )
+    return kind.render_plan(kind.plan_round(kind.scan(now_ms), rnd))
+
+
+def time_find(log_dir: Path) -> float:
+    t0 = time.perf_counter()
+    subprocess.run(["find", str(log_dir)], stdout=subprocess.DEVNULL, check=True)
+    return time.perf_counter() - t0
+
+
+def timed(fn: object, *args: object) -> float:
+    t0 = time.perf_counter()
+    fn(*args)  # type: ignore[operator]
+    return time.perf_counter() - t0
+
+
+def machine() -> str:
+    cpu = subprocess.run(["lscpu"], capture_output=True, text=True).stdout
+    model = next((ln.split(":", 1)[1].strip() for ln in cpu.splitlines() if "Model name" in ln), "")
+    return (
+        f"{model}, {os.cpu_count()} CPUs, Linux {platform.release()}, "
+        f"Python {platform.python_version()}"
+    )
+
+
+def load() -> str:
+    return " ".join(f"{x:.2f}" for x in os.getloadavg())
+
+
+def _ms(xs: list[float]) -> str:
+    return (
+        f"median {statistics.median(xs) * 1000:.0f} ms ({', '.join(f'{x * 1000:.0f}' for x in xs)})"
+    )
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--dir", default="/tmp/retentiond-bench-kafka", type=Path)
+    ap.add_argument("--repeat", type=int, default=5)
+    ap.add_argument("--partitions", type=int, default=10_000)
+    ap.add_argument("--mix", choices=sorted(MIXES), default="moderate")
+    ap.add_argument("--plan-round", action="store_true", help="also time Kafka.plan_round")
+    args = ap.parse_args(argv)
+
+    log_dir, props, now_ms, took = prepare(args.dir, args.partitions, args.mix)
+    if took is not None:
+        print(f"generated in {took:.1f} s")
+    files = sum(len(f) for _, _, f in os.walk(log_dir))
+    print(f"machine: {machine()}")
+    print(f"store: {log_dir}: {args.partitions} partitions x {SEGMENTS} segments, {files} files")
+    print(
+        f"mix: {args.mix}: "
+        + "; ".join(f"{t} {SHARES[t]:.0%} {o or 'defaults'}" for t, o in MIXES[args.mix].items())
+    )
+    print(f"load before: {load()}", flush=True)
+
+    text, verdicts, _ = plan_text(props, now_ms)  # warm-up, and what the plan says
+    timed(time_find, log_dir)
+    print(f"plan: {text.count(chr(10))} lines; verdicts: ")
+    for k, v in sorted(verdicts.items()):
+        print(f"  {k}: {v}")
+    finds: list[float] = []
+    plans: list[float] = []
+    parts: list[list[float]] = []
+    rounds: list[float] = []
+    no_gc: list[float] = []
+    for _ in range(args.repeat):
+        finds.append(time_find(log_dir))
+        t0 = time.perf_counter()
+        parts.append(plan_text(props, now_ms)[2])
+        plans.append(time.perf_counter() - t0)
+        no_gc.append(timed(plan_text, props, now_ms, True))
+        if args.plan_round:
+            rounds.append(timed(plan_round_text, props, now_ms))
+    f, p = statistics.median(finds), statistics.median(plans)
+    print(f"find <logdir>:                {_ms(finds)}")
+    print(f"plan, in-process:             {_ms(plans)}")
+    for i, what in enumerate(("scan + metadata", "plan_partition x all", "render text")):
+        print(f"  {what:<26}  {_ms([x[i] for x in parts])}")
+    ratio = p / f
+    print(f"plan / find: {ratio:.2f}x (goal <= 2x: {'met' if ratio <= 2 else 'NOT met'})")
+    g = statistics.median(no_gc)
+    print(f"plan, cyclic GC paused:       {_ms(no_gc)}  = {g / f:.2f}x find")
+    if rounds:
+        r = statistics.median(rounds)
+        print(f"Kafka.plan_round + render:    {_ms(rounds)}  = {r / f:.2f}x find")
+    print(f"load after: {load()}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,136 @@
+"""The scan's fast paths against their plain definitions: the batch summary against a fold of
+``iter_batches`` (batches from kafka-python's builder), the segment-name check against the
+naming scheme, and the bulk classification of a partition dir against every kind of entry
+it can hold."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from retentiond.kinds.kafka import formats as fm
+from retentiond.kinds.kafka.scan import scan_log_dir, scan_partition
+from tests.kinds.kafka.kafkalog import KafkaLog, R, v1_message, v2_batch
+
+NOW = 1_700_000_000_000
+
+
+def folded(data: bytes) -> fm.LogSummary:
+    """The summary by its definition: every complete batch, one at a time."""
+    batches = list(fm.iter_batches(data))
+    if not batches:
+        return fm.LogSummary(0, 0, -1, None)
+    last = batches[-1]
+    return fm.LogSummary(
+        last.position + last.size,
+        len(batches),
+        max(-1, *(b.max_timestamp for b in batches)),
+        last.last_offset + 1,
+    )
+
+
+LOGS = {
+    "empty": b"",
+    "v2": v2_batch(0, [NOW, NOW - 5, NOW + 7]) + v2_batch(3, [NOW - 9]),
+    "no timestamps": v2_batch(0, [-1, -1]),
+    "legacy v1 and v2": v1_message(0, NOW - 3) + v1_message(1, NOW) + v2_batch(2, [NOW - 1]),
+    "legacy v0": v1_message(0, NOW)[:16] + b"\x00" + v1_message(0, NOW)[17:],
+    "partial trailing batch": v2_batch(0, [NOW]) + v2_batch(1, [NOW + 1])[:40],
+    "preallocated zeros": v2_batch(5, [NOW]) + bytes(4096),
+    "short header": v2_batch(0, [NOW]) + bytes(10),
+}
+
+
+@pytest.mark.parametrize("name", sorted(LOGS))
+def test_summary_equals_the_fold_of_iter_batches(name: str) -> None:
+    data = LOGS[name]
+    assert fm.summarize_log(data) == folded(data)
+    assert fm.summarize_log(memoryview(data)) == folded(data)
+
+
+def test_summary_unknown_magic_names_file_and_position() -> None:
+    data = bytearray(v2_batch(0, [NOW]) + v2_batch(1, [NOW]))
+    data[R + 16] = 200
+    with pytest.raises(fm.FormatError, match=rf"x\.log: position {R}: .* magic 200"):
+        fm.summarize_log(bytes(data), "x.log")
+    with pytest.raises(fm.FormatError, match="magic 200"):
+        list(fm.iter_batches(bytes(data), "x.log"))
+
+
+@pytest.mark.parametrize(
+    ("name", "parsed"),
+    [
+        ("00000000000000000042.log", (42, ".log")),
+        ("00000000000000000042.snapshot", (42, ".snapshot")),
+        ("00000000000000000042.txnindex", (42, ".txnindex")),
+        ("00000000000000000042.log\n", None),
+        ("0000000000000000042.log", None),
+        ("000000000000000000042.log", None),
+        ("0000000000000000004２.log", None),  # a fullwidth digit: not what Kafka writes
+        ("0000000000000000004a.log", None),
+        ("00000000000000000042.log.deleted", None),
+        ("00000000000000000042.logx", None),
+        ("00000000000000000042", None),
+    ],
+)
+def test_segment_file_names(name: str, parsed: tuple[int, str] | None) -> None:
+    assert fm.parse_segment_file_name(name) == parsed
+
+
+def test_partition_dir_every_kind_of_entry(tmp_path: Path) -> None:
+    """Segments in offset order with their companions, snapshots, leftovers, the orphan index,
+    foreign files, a symlink and a directory named like a segment; the leader-epoch file is
+    read only when asked for, and a bad one is an error then."""
+    log = KafkaLog(tmp_path, segment_bytes=5 * R)
+    log.append_records(15, NOW)
+    log.write(hw=15)
+    d = log.dir
+    (d / f"{7:020d}.index").write_bytes(b"")  # an index without its .log
+    (d / f"{99:020d}.log.deleted").write_bytes(b"x")
+    (d / "leader-epoch-checkpoint.deleted").write_bytes(b"x")  # not a leftover of ours
+    (d / "cleaner-offset-checkpoint.checkpoint.deleted").write_bytes(b"x")
+    (d / f"{3:020d}.log.swap").write_bytes(b"x")  # the cleaner's
+    (d / "notes.txt").write_text("hello")
+    (d / f"{50:020d}.log").symlink_to(d / f"{0:020d}.log")
+    (d / f"{60:020d}.log").mkdir()
+    (d / "partition.metadata").write_text("version: 0\n")
+    part, foreign = scan_partition(str(d), fm.parse_partition_dir_name(d.name))  # type: ignore[arg-type]
+    assert [s.base_offset for s in part.segments] == [0, 5, 10]
+    assert [s.log_path for s in part.segments] == [str(d / f"{b:020d}.log") for b in (0, 5, 10)]
+    assert part.segments[0].companions == frozenset({".index", ".timeindex"})
+    assert part.snapshots == (5, 10)
+    assert part.leftovers == (
+        str(d / f"{99:020d}.log.deleted"),
+        str(d / "leader-epoch-checkpoint.deleted"),
+    )
+    assert dict(foreign) == {
+        str(d / f"{7:020d}"): "index without .log",
+        str(d / "notes.txt"): "not a Kafka segment file",
+        str(d / f"{50:020d}.log"): "symlink (never followed)",
+        str(d / f"{60:020d}.log"): "not a Kafka segment file",
+    }
+    assert part.leader_epochs == ((0, 0),) and part.errors == ()
+    (d / "leader-epoch-checkpoint").write_text("7\n")
+    part, _ = scan_partition(str(d), fm.parse_partition_dir_name(d.name))  # type: ignore[arg-type]
+    assert part.leader_epochs is None and "unrecognised version" in part.errors[0]
+
+
+def test_partition_dir_swapped_for_a_symlink_is_not_listed(tmp_path: Path) -> None:
+    """Partition dirs are opened from the log dir without following a symlink: one that
+    became a symlink after the log dir was listed is an error, not a listing of its target."""
+    log = KafkaLog(tmp_path / "logs", segment_bytes=5 * R)
+    log.append_records(5, NOW)
+    log.write(hw=5)
+    fd = os.open(tmp_path / "logs", os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        twin = tmp_path / "twin"
+        log.dir.rename(twin)
+        log.dir.symlink_to(twin)
+        with pytest.raises(OSError):
+            scan_partition(str(log.dir), fm.parse_partition_dir_name(log.dir.name), fd)  # type: ignore[arg-type]
+    finally:
+        os.close(fd)
+    snap = scan_log_dir(str(tmp_path / "logs"))
+    assert not snap.partitions and str(log.dir) in dict(snap.foreign)
