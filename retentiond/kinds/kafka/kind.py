@@ -134,12 +134,19 @@ class Kafka:
     def plan_round(self, snapshot: KafkaSnapshot, rnd: Round) -> KafkaPlan:
         rnd.phase(Kind.KAFKA_SEGMENT.value)
         planned: list[LogDirPlan] = []
+        configs: dict[str, TopicConfig | None] = {}  # a topic's config, worked out once a round
+
+        def config_for(topic: str) -> TopicConfig | None:
+            if topic not in configs:
+                configs[topic] = self._config_for(snapshot, topic)
+            return configs[topic]
+
         try:
             for ld, locked in snapshot.log_dirs:
                 parts = tuple(
                     plan_partition(
                         p,
-                        self._config_for(snapshot, p.topic),
+                        config_for(p.topic),
                         now_ms=rnd.now_ms,
                         high_watermarks=ld.high_watermarks,
                         log_start_offsets=ld.log_start_offsets,
@@ -149,7 +156,9 @@ class Kafka:
                     )
                     for p in ld.partitions
                 )
-                if locked and not ld.errors:
+                # A plan or a dry run carries nothing out: the holds it would look up change
+                # nothing in what it returns (the partitions' own plans).
+                if locked and not ld.errors and rnd.executes:
                     self._carry_out(ld, parts, rnd)
                 planned.append(LogDirPlan(ld.path, locked, parts, ld.foreign, ld.errors))
         finally:
@@ -252,7 +261,7 @@ class Kafka:
                 )
                 for d in p.decisions:
                     lines.append(
-                        f"    {d.start_offset:>20} {d.verdict:<6} {d.reason}"
+                        f"    {d.start_offset:>20} {d.verdict.value:<6} {d.reason.value}"
                         + (f" ({d.detail})" if d.detail else "")
                     )
         return "\n".join(lines) + "\n"
