@@ -39,7 +39,8 @@ import structlog
 
 from retentiond.engine.identity import FileIdentity
 from retentiond.kinds.rocketmq.queues import Values, decision_values
-from retentiond.kinds.rocketmq.scan import QueueLister
+from retentiond.kinds.rocketmq.reader import Known
+from retentiond.kinds.rocketmq.scan import DIR_KEY, QueueLister
 from retentiond.kinds.rocketmq.snapshot import QueueListing
 
 log = structlog.get_logger("retentiond.scancache")
@@ -103,9 +104,11 @@ def save(
     strings: dict[str, int] = {}
     qa, na, va = array("q"), array("q"), array("q")
     loaded_get = (loaded or {}).get
-    for qpath, ((mtime_ns, ctime_ns), ino, dev, listing, strangers) in lister.queue_entries():
+    unpack = DIR_KEY.unpack
+    for qpath, (key, listing, strangers) in lister.queue_entries():
         if listing is None or strangers:
             continue  # only plain queue directories are worth carrying over
+        mtime_ns, ctime_ns, ino, dev = unpack(key)
         names = listing.names
         hit = memo.get(qpath)
         got = (hit[1].names, decision_values(hit[1])) if hit is not None else loaded_get(qpath)
@@ -230,6 +233,11 @@ def _parse(raw: bytes, consumequeue_dir: str, cq_file_size: int) -> Loaded | Non
     values: dict[str, tuple[tuple[str, ...], Values]] = {}
     ni = vi = 0
     prefix = f"{consumequeue_dir}/"
+    pack = DIR_KEY.pack
+    fmt = "{:020d}".format
+    same: dict[int, int] = {}  # one int object per distinct device and size (memory)
+    intern = same.setdefault
+    n_na, n_va = len(na), len(va)
     for qi in range(0, len(qa), _Q):
         t, d, queue_id, mtime_ns, ctime_ns, q_ino, q_dev, n = qa[qi : qi + _Q]
         dirname = table[d]
@@ -237,27 +245,29 @@ def _parse(raw: bytes, consumequeue_dir: str, cq_file_size: int) -> Loaded | Non
             raise ValueError(f"bad queue entry {table[t]!r}/{dirname!r}")
         offsets = na[ni : ni + n]
         ni += n
-        if ni > len(na) or min(offsets) < 0:
+        if ni > n_na or min(offsets) < 0:
             raise ValueError(f"bad file names in {table[t]!r}/{dirname!r}")
-        names = tuple(f"{o:020d}" for o in offsets)
-        q_dev = _u64(q_dev)
-        vals = []
+        names = tuple(map(fmt, offsets))
+        q_dev = intern(_u64(q_dev), _u64(q_dev))
+        vals: list[Known | None] = []
+        used = False
         for _ in range(n - 1):
             v_ino, v_size, v_mtime, v_ctime, value = va[vi : vi + _V]
             vi += _V
             if value < 0:
                 vals.append(None)
             else:
-                ctime = v_ctime if v_ctime >= 0 else None
-                vals.append((FileIdentity(_u64(v_ino), q_dev, v_size, v_mtime), value, ctime))
-        if vi > len(va):
+                used = True
+                ident = FileIdentity(_u64(v_ino), q_dev, intern(v_size, v_size), v_mtime)
+                vals.append((ident, value, v_ctime if v_ctime >= 0 else None))
+        if vi > n_va:
             raise ValueError("fewer values than file names")
         topic = table[t]
         qpath = f"{prefix}{topic}/{dirname}"
         # unchanged=False: the first round re-checks every file it uses (see the module).
         listing = QueueListing(topic, queue_id, qpath, names, False)
-        queues[qpath] = ((mtime_ns, ctime_ns), _u64(q_ino), q_dev, listing, ())
-        if any(v is not None for v in vals):
+        queues[qpath] = (pack(mtime_ns, ctime_ns, _u64(q_ino), q_dev), listing, ())
+        if used:
             values[qpath] = (names, tuple(vals))
     if ni != len(na) or vi != len(va):
         raise ValueError("more file names or values than queues use")
