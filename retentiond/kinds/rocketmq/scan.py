@@ -259,6 +259,7 @@ class QueueLister:
         get = queues.get
         pack = DIR_KEY.pack
         stat = os.stat
+        new_tuple = tuple.__new__  # a NamedTuple without its keyword-handling __new__
         for topic, _ in self._children(consumequeue_dir, foreign):
             topic_path = f"{consumequeue_dir}/{topic}"
             for name, queue_id in self._children(topic_path, foreign):
@@ -281,7 +282,8 @@ class QueueLister:
                         # Loaded from a cache file: this round re-checks each file it uses;
                         # from the next one on the listing is as trusted as one taken here
                         # (the same names tuple: see plan_queues).
-                        queues[path] = (key, listing._replace(unchanged=True), cached[2])
+                        trusted = new_tuple(QueueListing, (*listing[:4], True))
+                        queues[path] = (key, trusted, cached[2])
                 else:
                     listing = self._list_queue(path, st, key, topic, queue_id, foreign)
                 if listing is not None:
