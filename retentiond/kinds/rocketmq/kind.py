@@ -109,7 +109,8 @@ class RocketMQ:
                     path, str(self.settings.consumequeue_dir), self.reader.cq_file_size
                 )
             if got is not None:
-                queues, self.loaded_values = got
+                queues, self.loaded_values, parents = got
+                self.lister.preload_parents(parents)
                 self.lister.preload(queues)
                 self.cache_loaded_queues = len(queues)
         self._saved_reads = self.reader.reads

@@ -163,8 +163,8 @@ class QueueLister:
     """
 
     def __init__(self) -> None:
-        # path -> (mtime_ns, ino, what the listing produced, foreign entries found)
-        self._parents: dict[str, tuple[int, int, tuple[tuple[str, int | None], ...],
+        # path -> ((mtime_ns, ctime_ns, ino), what the listing produced, foreign entries)
+        self._parents: dict[str, tuple[tuple[int, int, int], tuple[tuple[str, int | None], ...],
                                        tuple[ForeignEntry, ...]]] = {}  # fmt: skip
         # path -> (directory key, listing, foreign entries found). The key packs the mtime,
         # the change time (utime() can set an mtime back, never a ctime), the inode and the
@@ -187,10 +187,11 @@ class QueueLister:
         if st is None:
             self._parents.pop(path, None)
             return ()
+        key = (st.st_mtime_ns, st.st_ctime_ns, st.st_ino)
         cached = self._parents.get(path)
-        if cached is not None and cached[0] == st.st_mtime_ns and cached[1] == st.st_ino:
-            foreign.extend(cached[3])
-            return cached[2]
+        if cached is not None and cached[0] == key:
+            foreign.extend(cached[2])
+            return cached[1]
         listed_at = time.time_ns()
         self.listed += 1
         children: list[tuple[str, int | None]] = []
@@ -210,7 +211,7 @@ class QueueLister:
         foreign.extend(strangers)
         result = tuple(children)
         if st.st_mtime_ns < listed_at - _RACY_NS:
-            self._parents[path] = (st.st_mtime_ns, st.st_ino, result, tuple(strangers))
+            self._parents[path] = (key, result, tuple(strangers))
         else:
             self._parents.pop(path, None)
         return result
@@ -239,6 +240,15 @@ class QueueLister:
         """The remembered queue listings as (path, (directory key, listing, foreign
         entries)), for the scan cache file."""
         return self._queues.items()
+
+    def parent_entries(self):
+        """The remembered listings of ``consumequeue/`` and its topic directories."""
+        return self._parents.items()
+
+    def preload_parents(self, entries: dict) -> None:
+        """Parent listings from the cache file, used only while each directory keeps its
+        mtime, ctime and inode (a stale one could only leave a queue out: keep more)."""
+        self._parents.update(entries)
 
     def preload(self, entries: dict) -> None:
         """Listings from the cache file (``scancache``), used only while each directory keeps

@@ -16,10 +16,12 @@ The format is binary and columnar, so that loading 100,000 queues is a few ``arr
 calls and one loop (the JSON of version 2 took seconds to parse and kept every string):
 
     MAGIC, then a header (``_HEADER``), the consumequeue path, a string table (topic and queue
-    directory names, joined by "/", which no directory name holds), three arrays of signed
+    directory names, joined by "/", which no directory name holds), five arrays of signed
     64-bit integers in this machine's byte order -- per queue (``_Q`` of them), per file name
     (its start offset), per non-last file (``_V``: inode, size, mtime, ctime, value; value -1
-    when not known) -- and a SHA-256 of everything before it.
+    when not known), per parent directory (``consumequeue/`` and each topic: ``_P``), per
+    child of those (its name's index in the string table) -- and a SHA-256 of everything
+    before it.
 
 It is written to a temporary file and renamed into place.
 """
@@ -38,6 +40,7 @@ from pathlib import Path
 import structlog
 
 from retentiond.engine.identity import FileIdentity
+from retentiond.kinds.rocketmq.names import parse_queue_id
 from retentiond.kinds.rocketmq.queues import Values, decision_values
 from retentiond.kinds.rocketmq.reader import Known
 from retentiond.kinds.rocketmq.scan import DIR_KEY, QueueLister
@@ -48,10 +51,11 @@ log = structlog.get_logger("retentiond.scancache")
 MAGIC = b"retentiond-rocketmq-scan-cache\n"
 VERSION = 3
 # version, byte order (1 little), cq file size, consumequeue dev, ino, path length,
-# string table length, queues, file names, values
-_HEADER = struct.Struct("<IIqqqIIIII")
+# string table length, queues, file names, values, parent directories, their children
+_HEADER = struct.Struct("<IIqqqIIIIIII")
 _Q = 8  # topic index, dirname index, queue id, mtime_ns, ctime_ns, ino, dev, names
 _V = 5  # ino, size, mtime_ns, ctime_ns, value
+_P = 5  # topic index (-1: consumequeue/ itself), mtime_ns, ctime_ns, ino, children
 _U64 = 1 << 64
 _I63 = 1 << 63
 
@@ -132,14 +136,26 @@ def save(
                     va.extend((0, 0, 0, 0, -1))  # changed or gone since it was read
                 else:
                     va.extend((_s64(ident.ino), ident.size, ident.mtime_ns, ctime, k[1]))
+    pa, ca = array("q"), array("q")
+    for ppath, ((p_mtime, p_ctime, p_ino), children, strangers) in lister.parent_entries():
+        if strangers:
+            continue
+        if ppath == consumequeue_dir:
+            which = -1
+        elif os.path.dirname(ppath) == consumequeue_dir:
+            which = strings.setdefault(os.path.basename(ppath), len(strings))
+        else:
+            continue
+        pa.extend((which, p_mtime, p_ctime, _s64(p_ino), len(children)))
+        ca.extend(strings.setdefault(name, len(strings)) for name, _ in children)
     table = "/".join(strings).encode("utf-8", "surrogateescape")
     cq = consumequeue_dir.encode("utf-8", "surrogateescape")
     head = MAGIC + _HEADER.pack(
         VERSION, sys.byteorder == "little", cq_file_size, _s64(st.st_dev), _s64(st.st_ino),
-        len(cq), len(table), len(qa) // _Q, len(na), len(va) // _V,
+        len(cq), len(table), len(qa) // _Q, len(na), len(va) // _V, len(pa) // _P, len(ca),
     )  # fmt: skip
     digest = hashlib.sha256()
-    parts = [head, cq, table, qa.tobytes(), na.tobytes(), va.tobytes()]
+    parts = [head, cq, table, *(a.tobytes() for a in (qa, na, va, pa, ca))]
     for p in parts:
         digest.update(p)
     tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
@@ -158,7 +174,7 @@ def save(
     return True
 
 
-Loaded = tuple[dict, dict[str, tuple[tuple[str, ...], Values]]]
+Loaded = tuple[dict, dict[str, tuple[tuple[str, ...], Values]], dict]
 
 
 def load(path: Path, consumequeue_dir: str, cq_file_size: int) -> Loaded | None:
@@ -201,7 +217,9 @@ def _parse(raw: bytes, consumequeue_dir: str, cq_file_size: int) -> Loaded | Non
     if hashlib.sha256(body).digest() != digest:
         raise ValueError("checksum mismatch (a torn or edited file)")
     pos = len(MAGIC)
-    version, little, size, dev, ino, n_cq, n_table, n_q, n_n, n_v = _HEADER.unpack_from(body, pos)
+    version, little, size, dev, ino, n_cq, n_table, n_q, n_n, n_v, n_p, n_c = _HEADER.unpack_from(
+        body, pos
+    )
     if version != VERSION or little != (sys.byteorder == "little"):
         raise ValueError(f"a scan cache of version {version} or another byte order")
     pos += _HEADER.size
@@ -211,7 +229,7 @@ def _parse(raw: bytes, consumequeue_dir: str, cq_file_size: int) -> Loaded | Non
     pos += n_table
     if cq != consumequeue_dir or size != cq_file_size:
         raise ValueError(f"a cache of another store ({cq!r}, file size {size})")
-    if len(body) != pos + 8 * (n_q * _Q + n_n + n_v * _V):
+    if len(body) != pos + 8 * (n_q * _Q + n_n + n_v * _V + n_p * _P + n_c):
         raise ValueError("array lengths do not match the header")
     try:
         st = os.stat(consumequeue_dir)
@@ -228,7 +246,12 @@ def _parse(raw: bytes, consumequeue_dir: str, cq_file_size: int) -> Loaded | Non
     pos += 8 * n_q * _Q
     na.frombytes(body[pos : pos + 8 * n_n])
     pos += 8 * n_n
-    va.frombytes(body[pos:])
+    va.frombytes(body[pos : pos + 8 * n_v * _V])
+    pos += 8 * n_v * _V
+    pa, ca = array("q"), array("q")
+    pa.frombytes(body[pos : pos + 8 * n_p * _P])
+    pos += 8 * n_p * _P
+    ca.frombytes(body[pos:])
     queues: dict = {}
     values: dict[str, tuple[tuple[str, ...], Values]] = {}
     ni = vi = 0
@@ -271,4 +294,22 @@ def _parse(raw: bytes, consumequeue_dir: str, cq_file_size: int) -> Loaded | Non
             values[qpath] = (names, tuple(vals))
     if ni != len(na) or vi != len(va):
         raise ValueError("more file names or values than queues use")
-    return queues, values
+    parents: dict = {}
+    ids: dict[int, tuple[str, int | None]] = {}  # string index -> (name, queue id)
+    ci = 0
+    for pi in range(0, len(pa), _P):
+        which, p_mtime, p_ctime, p_ino, n = pa[pi : pi + _P]
+        ppath = consumequeue_dir if which == -1 else f"{prefix}{table[which]}"
+        children = []
+        for c in ca[ci : ci + n]:
+            child = ids.get(c)
+            if child is None:
+                child = ids[c] = (table[c], parse_queue_id(table[c]))
+            children.append(child)
+        ci += n
+        if ci > len(ca):
+            raise ValueError("fewer children than parent directories hold")
+        parents[ppath] = ((p_mtime, p_ctime, _u64(p_ino)), tuple(children), ())
+    if ci != len(ca):
+        raise ValueError("more children than parent directories hold")
+    return queues, values, parents

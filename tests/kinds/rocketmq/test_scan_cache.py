@@ -9,6 +9,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import os
+import shutil
 import struct
 from array import array
 
@@ -120,6 +121,10 @@ def _mutate(case: str, store, before=()) -> None:
     elif case == "first kept rewritten in place":  # the file the queue stopped at now goes
         kept = next(f.path for f in files if str(f.path) not in before)
         _rewrite_last_unit(kept, struct.pack(">qiq", 1, 100, 0))
+    elif case == "new queue directory beside":  # a copy of the queue; topic mtime put back
+        restore_topic = _keep_dir_times(str(path.parent.parent))
+        shutil.copytree(path.parent, path.parent.parent / "7")
+        restore_topic()
     elif case == "queue directory renamed":  # queue 0 and queue 1 swap places
         other = path.parent.parent / sorted(os.listdir(path.parent.parent))[1]
         os.rename(path.parent, str(path.parent) + ".x")
@@ -138,6 +143,7 @@ def _mutate(case: str, store, before=()) -> None:
         "new file beside",
         "rewritten in place",
         "first kept rewritten in place",
+        "new queue directory beside",
         "queue directory renamed",
     ],
 )
@@ -188,12 +194,13 @@ def _edit(cache, *, header=None, cq=None, values=None) -> None:
     fields[5] = len(new_cq)
     for i, v in (header or {}).items():
         fields[i] = v
-    if values is not None:
-        n_v = fields[9] * scancache._V
+    if values is not None:  # the value array sits before the two parent arrays
+        n_v, tail = fields[9] * scancache._V, 8 * (fields[10] * scancache._P + fields[11])
+        end = len(rest) - tail
         va = array("q")
-        va.frombytes(rest[len(rest) - 8 * n_v :])
+        va.frombytes(rest[end - 8 * n_v : end])
         values(va)
-        rest = rest[: len(rest) - 8 * n_v] + va.tobytes()
+        rest = rest[: end - 8 * n_v] + va.tobytes() + rest[end:]
     body = scancache.MAGIC + scancache._HEADER.pack(*fields) + new_cq + rest
     cache.write_bytes(body + hashlib.sha256(body).digest())
 
