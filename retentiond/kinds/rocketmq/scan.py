@@ -123,8 +123,9 @@ def _scan_index(
     return tuple(files)
 
 
-# A queue directory's identity: mtime_ns, ctime_ns, inode, device.
-DIR_KEY = struct.Struct("<qqQQ")
+# A queue directory's identity: mtime_ns, ctime_ns, inode, device (native byte order: the
+# scan cache file stores these bytes as they are, see scancache).
+DIR_KEY = struct.Struct("=qqQQ")
 _MAX_OFFSET_NAME = "09223372036854775807"  # Long.MAX_VALUE, 20 digits
 _RACY_NS = 1_000_000_000  # a directory changed this close to its listing is listed again
 

@@ -53,7 +53,7 @@ VERSION = 3
 # version, byte order (1 little), cq file size, consumequeue dev, ino, path length,
 # string table length, queues, file names, values, parent directories, their children
 _HEADER = struct.Struct("<IIqqqIIIIIII")
-_Q = 8  # topic index, dirname index, queue id, mtime_ns, ctime_ns, ino, dev, names
+_Q = 8  # topic index, dirname index, queue id, names; then the directory key (``DIR_KEY``)
 _V = 5  # ino, size, mtime_ns, ctime_ns, value
 _P = 5  # topic index (-1: consumequeue/ itself), mtime_ns, ctime_ns, ino, children
 _U64 = 1 << 64
@@ -112,7 +112,7 @@ def save(
     for qpath, (key, listing, strangers) in lister.queue_entries():
         if listing is None or strangers:
             continue  # only plain queue directories are worth carrying over
-        mtime_ns, ctime_ns, ino, dev = unpack(key)
+        dev = unpack(key)[3]
         names = listing.names
         hit = memo.get(qpath)
         got = (hit[1].names, decision_values(hit[1])) if hit is not None else loaded_get(qpath)
@@ -122,7 +122,8 @@ def save(
         topic = listing.topic
         t = strings.setdefault(topic, len(strings))
         d = strings.setdefault(os.path.basename(qpath), len(strings))
-        qa.extend((t, d, listing.queue_id, mtime_ns, ctime_ns, _s64(ino), _s64(dev), len(names)))
+        qa.extend((t, d, listing.queue_id, len(names)))
+        qa.frombytes(key)  # the key's four 64-bit fields as they are
         na.extend(map(int, names))
         for i in range(len(names) - 1):
             k = known[i] if i < len(known) else None
@@ -193,7 +194,9 @@ def load(path: Path, consumequeue_dir: str, cq_file_size: int) -> Loaded | None:
         return None
     try:
         got = _parse(raw, consumequeue_dir, cq_file_size)
-    except (ValueError, TypeError, KeyError, IndexError, struct.error, OverflowError) as exc:
+    except (
+        ValueError, TypeError, KeyError, IndexError, StopIteration, struct.error, OverflowError
+    ) as exc:  # fmt: skip
         log.warning("ignoring a corrupt or foreign scan cache", file=str(path), error=str(exc))
         return None
     del raw
@@ -243,6 +246,7 @@ def _parse(raw: bytes, consumequeue_dir: str, cq_file_size: int) -> Loaded | Non
             raise ValueError(f"bad name {s!r} in the string table")
     qa, na, va = array("q"), array("q"), array("q")
     qa.frombytes(body[pos : pos + 8 * n_q * _Q])
+    q_start = pos
     pos += 8 * n_q * _Q
     na.frombytes(body[pos : pos + 8 * n_n])
     pos += 8 * n_n
@@ -254,46 +258,58 @@ def _parse(raw: bytes, consumequeue_dir: str, cq_file_size: int) -> Loaded | Non
     ca.frombytes(body[pos:])
     queues: dict = {}
     values: dict[str, tuple[tuple[str, ...], Values]] = {}
-    ni = vi = 0
+    ni = 0
     prefix = f"{consumequeue_dir}/"
-    pack = DIR_KEY.pack
     fmt = "{:020d}".format
     same: dict[int, int] = {}  # one int object per distinct device and size (memory)
     intern = same.setdefault
-    n_na, n_va = len(na), len(va)
-    for qi in range(0, len(qa), _Q):
-        t, d, queue_id, mtime_ns, ctime_ns, q_ino, q_dev, n = qa[qi : qi + _Q]
-        dirname = table[d]
-        if not (dirname.lstrip("-").isdigit() and int(dirname) == queue_id) or n < 1:
-            raise ValueError(f"bad queue entry {table[t]!r}/{dirname!r}")
+    n_na = len(na)
+    dirnames: dict[int, int] = {}  # string index -> queue id, checked once per name
+    # Strided views: one C-level step per queue instead of slicing a record apart.
+    records = zip(qa[0::_Q], qa[1::_Q], qa[2::_Q], qa[3::_Q], qa[7::_Q], strict=True)
+    vit = zip(va[0::_V], va[1::_V], va[2::_V], va[3::_V], va[4::_V], strict=True)
+    key_at = q_start + 32  # the first queue's key within ``body``
+    for t, d, queue_id, n, q_dev in records:
+        if dirnames.get(d) != queue_id:
+            dirname = table[d]
+            if not (dirname.lstrip("-").isdigit() and int(dirname) == queue_id):
+                raise ValueError(f"bad queue entry {table[t]!r}/{dirname!r}")
+            dirnames[d] = queue_id
+        key = body[key_at : key_at + 32]
+        key_at += 8 * _Q
+        if n < 1:
+            raise ValueError(f"bad file count in {table[t]!r}/{table[d]!r}")
         offsets = na[ni : ni + n]
         ni += n
         if ni > n_na or min(offsets) < 0:
-            raise ValueError(f"bad file names in {table[t]!r}/{dirname!r}")
+            raise ValueError(f"bad file names in {table[t]!r}/{table[d]!r}")
         names = tuple(map(fmt, offsets))
-        q_dev = intern(_u64(q_dev), _u64(q_dev))
+        if q_dev < 0:
+            q_dev += _U64
+        q_dev = intern(q_dev, q_dev)
         vals: list[Known | None] = []
         used = False
         for _ in range(n - 1):
-            v_ino, v_size, v_mtime, v_ctime, value = va[vi : vi + _V]
-            vi += _V
+            v_ino, v_size, v_mtime, v_ctime, value = next(vit)  # StopIteration: too few
             if value < 0:
                 vals.append(None)
             else:
                 used = True
-                ident = FileIdentity(_u64(v_ino), q_dev, intern(v_size, v_size), v_mtime)
+                if v_ino < 0:
+                    v_ino += _U64
+                ident = FileIdentity(v_ino, q_dev, intern(v_size, v_size), v_mtime)
                 vals.append((ident, value, v_ctime if v_ctime >= 0 else None))
-        if vi > n_va:
-            raise ValueError("fewer values than file names")
         topic = table[t]
-        qpath = f"{prefix}{topic}/{dirname}"
+        qpath = f"{prefix}{topic}/{table[d]}"
         # unchanged=False: the first round re-checks every file it uses (see the module).
         listing = QueueListing(topic, queue_id, qpath, names, False)
-        queues[qpath] = (pack(mtime_ns, ctime_ns, _u64(q_ino), q_dev), listing, ())
+        queues[qpath] = (key, listing, ())
         if used:
             values[qpath] = (names, tuple(vals))
-    if ni != len(na) or vi != len(va):
-        raise ValueError("more file names or values than queues use")
+    if next(vit, None) is not None:
+        raise ValueError("more values than file names")
+    if ni != len(na):
+        raise ValueError("more file names than queues use")
     parents: dict = {}
     ids: dict[int, tuple[str, int | None]] = {}  # string index -> (name, queue id)
     ci = 0
