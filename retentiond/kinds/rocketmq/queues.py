@@ -155,7 +155,6 @@ def plan_queues(
     queue_count = file_count = 0
     problems: list[str] = []
     live, unreadable = Reason.HOLDS_LIVE_OFFSET, Reason.UNREADABLE
-    seen: dict[str, tuple[QueueListing, QueueDecision]] = {}
     memo_get = memo.get if memo is not None else {}.get
     loaded_get = loaded.get if loaded else None
     append = examined.append
@@ -192,14 +191,15 @@ def plan_queues(
             decision = plan_queue(q, min_offset, reader, known_values(got[0], got[1], q))
         else:
             decision = plan_queue(q, min_offset, reader)
-        if memo is not None:
-            seen[directory] = (q, decision)
+        if memo is not None and (hit is None or hit[1] is not decision or hit[0] is not q):
+            memo[directory] = (q, decision)  # (the common warm case writes nothing)
         append(decision)
         if decision.stop is not None and decision.stop.reason is unreadable:
             problems.append(f"{decision.stop.path}: {decision.stop.detail}")
-    if memo is not None:  # forget queues that are gone
-        memo.clear()
-        memo.update(seen)
+    if memo is not None and len(memo) != len(examined):  # forget queues that are gone
+        keep = {d.directory for d in examined}
+        for gone in [k for k in memo if k not in keep]:
+            del memo[gone]
     return QueuesPlan(
         min_offset,
         last_min_offset,

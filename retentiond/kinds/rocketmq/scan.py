@@ -11,6 +11,7 @@ import os
 import struct
 import time
 from collections.abc import Iterator
+from sys import intern
 
 from retentiond.config.settings import Settings
 from retentiond.engine.identity import identity_of
@@ -201,7 +202,7 @@ class QueueLister:
             with os.scandir(path) as entries:
                 for entry in entries:
                     if entry.is_dir(follow_symlinks=False):
-                        name = entry.name
+                        name = intern(entry.name)  # "0".."N" once, not once per topic
                         children.append((name, parse_queue_id(name)))
                     else:
                         why = _classify(entry) or ForeignWhy.NAME
