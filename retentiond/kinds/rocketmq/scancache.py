@@ -172,6 +172,8 @@ def save(
         with contextlib.suppress(OSError):
             os.unlink(tmp)
         return False
+    with contextlib.suppress(OSError):  # the JSON cache of format version 2, now unused
+        path.with_suffix(".json").unlink()
     return True
 
 

@@ -263,3 +263,13 @@ def test_plan_does_not_write_the_cache(env):
     cache.unlink()
     _deleted(settings)
     assert not cache.exists()
+
+
+def test_the_json_cache_of_format_2_is_removed_when_the_new_one_is_written(env):
+    _, settings, cache = env
+    old = cache.with_suffix(".json")
+    old.write_text('{"magic": "retentiond-rocketmq-scan-cache", "version": 2}')
+    cache.unlink()
+    kind = kind_for(settings)
+    assert Cleaner(kind, clock_ms=lambda: CLOCK).run_round(dry_run=True).plan.queues.examined
+    assert cache.exists() and not old.exists()
