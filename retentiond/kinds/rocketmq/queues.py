@@ -12,23 +12,55 @@ from collections.abc import Iterable
 
 from retentiond.engine.decision import Decision
 from retentiond.kinds.rocketmq.plan import QueueDecision, QueuesPlan
-from retentiond.kinds.rocketmq.reader import BinaryReader, read_index_header
+from retentiond.kinds.rocketmq.reader import BinaryReader, Known, read_index_header
 from retentiond.kinds.rocketmq.snapshot import IndexFile, QueueListing
 from retentiond.reasons import Kind, Reason, Verdict
 
+Values = tuple["Known | None", ...]  # per file name of a listing, oldest first (no newest)
 
-def plan_queue(q: QueueListing, min_offset: int, reader: BinaryReader) -> QueueDecision:
+
+def known_values(names: tuple[str, ...], values: Values, q: QueueListing) -> Values:
+    """Values known for an earlier listing of a queue, lined up with its current names (the
+    same tuple after an unchanged directory: nothing to do)."""
+    if names is q.names or names == q.names:
+        return values
+    by_name = dict(zip(names, values, strict=False))
+    return tuple(by_name.get(n) for n in q.names[:-1])
+
+
+def decision_values(d: QueueDecision) -> Values:
+    """What an earlier decision read: the value of each file it examined, oldest first."""
+    got: list[Known | None] = [(x.identity, x.end_offset, None) for x in d.deleted]  # type: ignore[misc]
+    stop = d.stop
+    if stop is not None and stop.identity is not None and stop.end_offset is not None:
+        got.append((stop.identity, stop.end_offset, None))
+    return tuple(got)
+
+
+def plan_queue(
+    q: QueueListing,
+    min_offset: int,
+    reader: BinaryReader,
+    known: Values = (),
+    *,
+    trust: bool = False,
+) -> QueueDecision:
     """Oldest first; stop at the first file that is unreadable or still holds a live offset.
 
     This runs once per queue (100k+ per round), so it builds one Decision per examined file
     and nothing for the files behind the stop (``QueueDecision.decisions`` derives those).
+    ``known`` (lined up with ``q.names``) holds values read earlier: each is used after an
+    lstat shows the file unchanged, or without one when ``trust`` says this process verified
+    it and the directory has not changed since. Only the files this queue's decision rests
+    on are looked at: the prefix that goes and the first one kept.
     """
     deleted: list[Decision] = []
     stop: Decision | None = None
-    directory, topic, queue_id, trust = q.directory, q.topic, q.queue_id, q.unchanged
-    for name in q.names[:-1]:  # the newest file of a queue is never a candidate
+    directory, topic, queue_id = q.directory, q.topic, q.queue_id
+    n_known = len(known)
+    for i, name in enumerate(q.names[:-1]):  # the newest file of a queue is never a candidate
         path = f"{directory}/{name}"
-        got = reader.cq_last_offset(path, trust_cache=trust)
+        got = reader.cq_last_offset(path, known[i] if i < n_known else None, trust=trust)
         value = got.value
         if value is not None and value < min_offset:  # strict "<" as upstream
             deleted.append(
@@ -102,6 +134,7 @@ def plan_queues(
     last_min_offset: int,
     reader: BinaryReader,
     memo: dict[str, tuple[QueueListing, QueueDecision]] | None = None,
+    loaded: dict[str, tuple[tuple[str, ...], Values]] | None = None,
 ) -> QueuesPlan:
     """Plan every queue and the index list, or nothing when the minimum has not moved.
 
@@ -110,7 +143,7 @@ def plan_queues(
 
     ``memo`` (kept by the caller between rounds) makes a round in which the minimum moved cheap
     on a large store: ``plan_queue`` is a pure function of the listing, the minimum and the
-    cached values, so when the lister hands back the same unchanged listing and the earlier
+    values read, so when the lister hands back the same unchanged listing and the earlier
     decision stopped at a file whose last unit is still at or above the new minimum, the
     earlier decision is the answer again.
     """
@@ -121,35 +154,52 @@ def plan_queues(
     examined: list[QueueDecision] = []
     queue_count = file_count = 0
     problems: list[str] = []
-    live = Reason.HOLDS_LIVE_OFFSET
-    seen: dict[str, tuple[QueueListing, QueueDecision]] = {}
+    live, unreadable = Reason.HOLDS_LIVE_OFFSET, Reason.UNREADABLE
+    memo_get = memo.get if memo is not None else {}.get
+    loaded_get = loaded.get if loaded else None
+    append = examined.append
     for q in queues:
         queue_count += 1
-        file_count += len(q.names)
-        if len(q.names) < 2:
+        n = len(q.names)
+        file_count += n
+        if n < 2:
             continue  # only the newest file: nothing to examine
+        directory = q.directory
+        hit = memo_get(directory)
         decision = None
-        if memo is not None:
-            hit = memo.get(q.directory)
-            if hit is not None and hit[0] is q and q.unchanged:
-                stop = hit[1].stop
-                if (
-                    not hit[1].deleted
-                    and stop is not None
-                    and stop.reason is live
-                    and stop.end_offset >= min_offset
-                ):
-                    decision = hit[1]
-        if decision is None:
+        if hit is not None:
+            earlier = hit[1]
+            stop = earlier.stop
+            # The same names tuple: the listing the earlier decision was made on (the lister
+            # hands it back, as is or marked trusted, while the directory is unchanged).
+            same = q.unchanged and hit[0].names is q.names
+            if (
+                same
+                and not earlier.deleted
+                and stop is not None
+                and stop.reason is live
+                and stop.end_offset >= min_offset
+            ):
+                decision = earlier
+            else:
+                # Values this process read: trusted as they stand while the directory is the
+                # very listing they were read under, else each re-checked with an lstat.
+                known = known_values(earlier.names, decision_values(earlier), q)
+                decision = plan_queue(q, min_offset, reader, known, trust=same)
+        elif loaded_get is not None and (got := loaded_get(directory)) is not None:
+            # From the scan cache file: never trusted as it stands (one lstat per file used).
+            decision = plan_queue(q, min_offset, reader, known_values(got[0], got[1], q))
+        else:
             decision = plan_queue(q, min_offset, reader)
-        if memo is not None:
-            seen[q.directory] = (q, decision)
-        examined.append(decision)
-        if decision.stop is not None and decision.stop.reason is Reason.UNREADABLE:
+        if memo is not None and (hit is None or hit[1] is not decision or hit[0] is not q):
+            memo[directory] = (q, decision)  # (the common warm case writes nothing)
+        append(decision)
+        if decision.stop is not None and decision.stop.reason is unreadable:
             problems.append(f"{decision.stop.path}: {decision.stop.detail}")
-    if memo is not None:  # forget queues that are gone
-        memo.clear()
-        memo.update(seen)
+    if memo is not None and len(memo) != len(examined):  # forget queues that are gone
+        keep = {d.directory for d in examined}
+        for gone in [k for k in memo if k not in keep]:
+            del memo[gone]
     return QueuesPlan(
         min_offset,
         last_min_offset,

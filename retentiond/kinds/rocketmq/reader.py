@@ -1,10 +1,10 @@
-"""Minimal, lazy binary reads the policies need, with a cache for immutable files.
+"""Minimal, lazy binary reads the policies need; values of immutable files are reused.
 
 Only two values decide ConsumeQueue and index deletion: the CommitLog offset in the last
 20-byte unit of a full ConsumeQueue file, and the endPhyOffset of an index header. A file that
-is not the last of its queue is full and no longer written, so its value is cached by identity
-(inode, size, mtime): a daemon round in which the CommitLog minimum offset moved then costs one
-lstat per examined file instead of open + read + close.
+is not the last of its queue is full and no longer written, so its value is reused while its
+identity (inode, size, mtime) holds: a daemon round in which the CommitLog minimum offset moved
+then costs at most one lstat per examined file instead of open + read + close.
 """
 
 from __future__ import annotations
@@ -49,50 +49,56 @@ def read_at(path: str, offset: int, length: int) -> tuple[bytes, FileIdentity]:
         os.close(fd)
 
 
-class BinaryReader:
-    """Reads (and caches) the decisive values of full ConsumeQueue files.
+# A value read earlier: (identity it was read from, value, ctime_ns or None). The change time
+# is kept for values from the scan cache file: a file rewritten in place with its size kept and
+# its mtime put back by utime still has a new ctime.
+Known = tuple[FileIdentity, int, int | None]
 
-    The cache is keyed by path and validated by the file's identity, so a known file costs one
-    lstat and an unknown one open + fstat + pread + close, never both.
+
+class BinaryReader:
+    """Reads the decisive value of full ConsumeQueue files.
+
+    It keeps no cache of its own: the values read earlier live in the per-queue decisions the
+    planner keeps between rounds (or in the scan cache file after a restart), and are handed
+    in as ``known``, so a known file costs one lstat (or nothing, see ``trust``) and an
+    unknown one open + fstat + pread + close, never both.
     """
 
-    def __init__(self, cq_file_size: int, *, cache_limit: int = 2_000_000) -> None:
+    def __init__(self, cq_file_size: int) -> None:
         self.cq_file_size = cq_file_size
-        self._cq_cache: dict[str, tuple[FileIdentity, int]] = {}
-        self._cache_limit = cache_limit
         self.reads = 0  # for tests and benchmarks: how many files were actually opened
 
-    def cached_values(self) -> dict[str, tuple[FileIdentity, int]]:
-        """Path -> (identity, value) of full files read so far (for the scan cache file)."""
-        return self._cq_cache
-
-    def preload(self, values: dict[str, tuple[FileIdentity, int]]) -> None:
-        """Values from the cache file; each is used only once an lstat shows the same
-        identity (the lister hands out loaded listings as not ``unchanged`` the first time)."""
-        if len(self._cq_cache) + len(values) <= self._cache_limit:
-            self._cq_cache.update(values)
-
-    def cq_last_offset(self, path: str, *, trust_cache: bool = False) -> ReadResult:
+    def cq_last_offset(
+        self, path: str, known: Known | None = None, *, trust: bool = False
+    ) -> ReadResult:
         """CommitLog offset of the last unit of a full, non-last ConsumeQueue file.
 
-        ``trust_cache``: the caller knows the directory is unchanged since the value was
-        cached, so the lstat is skipped. Safe because a full ConsumeQueue file is never
-        rewritten in place in normal operation, and because the executor re-checks the
-        identity and re-reads the value of every file just before deleting it.
+        ``known``: the identity and value seen for this path earlier; it is used when an lstat
+        shows the same identity (a regular file with the same inode, device, size and mtime,
+        and ctime when known),
+        else the file is read again. ``trust``: the caller knows the directory is unchanged
+        since ``known`` was verified in this process, so the lstat is skipped. Safe because a
+        full ConsumeQueue file is never rewritten in place in normal operation, and because
+        the executor re-checks the identity and re-reads the value of every file just before
+        deleting it.
         """
-        cached = self._cq_cache.get(path)
-        if cached is not None and trust_cache:
-            return ReadResult(cached[1], cached[0])
-        if cached is not None:
+        if known is not None:
+            if trust:
+                return ReadResult(known[1], known[0])
             try:
                 st = os.lstat(path)
             except OSError as exc:
-                del self._cq_cache[path]
                 return ReadResult(None, None, f"stat failed: {exc.strerror}")
-            ident = identity_of(st)
-            if ident == cached[0] and stat.S_ISREG(st.st_mode):
-                return ReadResult(cached[1], ident)
-            del self._cq_cache[path]
+            ident = known[0]
+            if (
+                st.st_ino == ident.ino
+                and st.st_size == ident.size
+                and st.st_mtime_ns == ident.mtime_ns
+                and st.st_dev == ident.dev
+                and (known[2] is None or st.st_ctime_ns == known[2])
+                and stat.S_ISREG(st.st_mode)
+            ):
+                return ReadResult(known[1], ident)
         try:
             self.reads += 1
             data, ident = read_at(path, self.cq_file_size - CQ_UNIT_SIZE, CQ_UNIT_SIZE)
@@ -108,9 +114,6 @@ class BinaryReader:
             return ReadResult(None, ident, "last unit is all zero")
         if unit.commitlog_offset < 0:
             return ReadResult(None, ident, f"negative offset {unit.commitlog_offset}")
-        if len(self._cq_cache) >= self._cache_limit:
-            self._cq_cache.clear()
-        self._cq_cache[path] = (ident, unit.commitlog_offset)
         return ReadResult(unit.commitlog_offset, ident)
 
 

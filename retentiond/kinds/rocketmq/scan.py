@@ -8,8 +8,10 @@ found *inside* them is followed.
 from __future__ import annotations
 
 import os
+import struct
 import time
 from collections.abc import Iterator
+from sys import intern
 
 from retentiond.config.settings import Settings
 from retentiond.engine.identity import identity_of
@@ -122,6 +124,9 @@ def _scan_index(
     return tuple(files)
 
 
+# A queue directory's identity: mtime_ns, ctime_ns, inode, device (native byte order: the
+# scan cache file stores these bytes as they are, see scancache).
+DIR_KEY = struct.Struct("=qqQQ")
 _MAX_OFFSET_NAME = "09223372036854775807"  # Long.MAX_VALUE, 20 digits
 _RACY_NS = 1_000_000_000  # a directory changed this close to its listing is listed again
 
@@ -160,14 +165,14 @@ class QueueLister:
     """
 
     def __init__(self) -> None:
-        # path -> (mtime_ns, ino, what the listing produced, foreign entries found)
-        self._parents: dict[str, tuple[int, int, tuple[tuple[str, str, int | None], ...],
+        # path -> ((mtime_ns, ctime_ns, ino), what the listing produced, foreign entries)
+        self._parents: dict[str, tuple[tuple[int, int, int], tuple[tuple[str, int | None], ...],
                                        tuple[ForeignEntry, ...]]] = {}  # fmt: skip
-        # path -> ((mtime_ns, ctime_ns), ino, dev, listing, foreign entries found). The change
-        # time too: utime() can set an mtime back, never a ctime.
-        self._queues: dict[
-            str, tuple[tuple[int, int], int, int, QueueListing | None, tuple[ForeignEntry, ...]]
-        ] = {}
+        # path -> (directory key, listing, foreign entries found). The key packs the mtime,
+        # the change time (utime() can set an mtime back, never a ctime), the inode and the
+        # device into one bytes object (``DIR_KEY``): compact for 100k+ queues, and compared
+        # exactly.
+        self._queues: dict[str, tuple[bytes, QueueListing | None, tuple[ForeignEntry, ...]]] = {}
         self.listed = 0  # directories actually read in the last walk (benchmarks, tests)
         self.queues_listed = 0  # of which queue directories (what the scan cache holds)
 
@@ -179,25 +184,26 @@ class QueueLister:
             return None
 
     def _children(self, path: str, foreign: list[ForeignEntry]):
-        """Subdirectories as (name, path, queue id or None); the rest is foreign."""
+        """Subdirectories as (name, queue id or None); the rest is foreign."""
         st = self._stat(path)
         if st is None:
             self._parents.pop(path, None)
             return ()
+        key = (st.st_mtime_ns, st.st_ctime_ns, st.st_ino)
         cached = self._parents.get(path)
-        if cached is not None and cached[0] == st.st_mtime_ns and cached[1] == st.st_ino:
-            foreign.extend(cached[3])
-            return cached[2]
+        if cached is not None and cached[0] == key:
+            foreign.extend(cached[2])
+            return cached[1]
         listed_at = time.time_ns()
         self.listed += 1
-        children: list[tuple[str, str, int | None]] = []
+        children: list[tuple[str, int | None]] = []
         strangers: list[ForeignEntry] = []
         try:
             with os.scandir(path) as entries:
                 for entry in entries:
                     if entry.is_dir(follow_symlinks=False):
-                        name = entry.name
-                        children.append((name, f"{path}/{name}", parse_queue_id(name)))
+                        name = intern(entry.name)  # "0".."N" once, not once per topic
+                        children.append((name, parse_queue_id(name)))
                     else:
                         why = _classify(entry) or ForeignWhy.NAME
                         strangers.append(ForeignEntry(entry.path, why))
@@ -207,34 +213,15 @@ class QueueLister:
         foreign.extend(strangers)
         result = tuple(children)
         if st.st_mtime_ns < listed_at - _RACY_NS:
-            self._parents[path] = (st.st_mtime_ns, st.st_ino, result, tuple(strangers))
+            self._parents[path] = (key, result, tuple(strangers))
         else:
             self._parents.pop(path, None)
         return result
 
-    def _queue(
-        self, path: str, topic: str, queue_id: int, foreign: list[ForeignEntry]
-    ) -> QueueListing | None:
-        st = self._stat(path)
-        if st is None:
-            self._queues.pop(path, None)
-            return None
-        cached = self._queues.get(path)
-        if (
-            cached is not None
-            and cached[0] == (st.st_mtime_ns, st.st_ctime_ns)
-            and cached[1] == st.st_ino
-            and cached[2] == st.st_dev
-        ):
-            if cached[4]:
-                foreign.extend(cached[4])
-            listing = cached[3]
-            if listing is not None and not listing.unchanged:
-                # Loaded from a cache file: this round re-checks each file's identity;
-                # from the next one on the listing is as trusted as one taken here.
-                trusted = QueueListing(*listing[:4], True)
-                self._queues[path] = (cached[0], cached[1], cached[2], trusted, cached[4])
-            return listing
+    def _list_queue(
+        self, path: str, st: os.stat_result, key: bytes, topic: str, queue_id: int,
+        foreign: list[ForeignEntry],
+    ) -> QueueListing | None:  # fmt: skip
         listed_at = time.time_ns()
         self.listed += 1
         self.queues_listed += 1
@@ -246,15 +233,24 @@ class QueueLister:
         listing = QueueListing(topic, queue_id, path, tuple(names)) if names else None
         if st.st_mtime_ns < listed_at - _RACY_NS:
             again = listing._replace(unchanged=True) if listing is not None else None
-            times = (st.st_mtime_ns, st.st_ctime_ns)
-            self._queues[path] = (times, st.st_ino, st.st_dev, again, tuple(strangers))
+            self._queues[path] = (key, again, tuple(strangers))
         else:
             self._queues.pop(path, None)
         return listing
 
     def queue_entries(self):
-        """The remembered queue listings, for the scan cache file."""
+        """The remembered queue listings as (path, (directory key, listing, foreign
+        entries)), for the scan cache file."""
         return self._queues.items()
+
+    def parent_entries(self):
+        """The remembered listings of ``consumequeue/`` and its topic directories."""
+        return self._parents.items()
+
+    def preload_parents(self, entries: dict) -> None:
+        """Parent listings from the cache file, used only while each directory keeps its
+        mtime, ctime and inode (a stale one could only leave a queue out: keep more)."""
+        self._parents.update(entries)
 
     def preload(self, entries: dict) -> None:
         """Listings from the cache file (``scancache``), used only while each directory keeps
@@ -265,14 +261,43 @@ class QueueLister:
     def iter_queues(
         self, consumequeue_dir: str, foreign: list[ForeignEntry]
     ) -> Iterator[QueueListing]:
-        """Every ``topic/queueId`` directory with its file names; files are not stat-ed."""
+        """Every ``topic/queueId`` directory with its file names; files are not stat-ed.
+
+        The loop is written out (one stat and one dict lookup per queue directory on the
+        common path) because it runs over every queue of the store.
+        """
         self.listed = self.queues_listed = 0
-        for topic, topic_path, _ in self._children(consumequeue_dir, foreign):
-            for _, queue_path, queue_id in self._children(topic_path, foreign):
+        queues = self._queues
+        get = queues.get
+        pack = DIR_KEY.pack
+        stat = os.stat
+        new_tuple = tuple.__new__  # a NamedTuple without its keyword-handling __new__
+        for topic, _ in self._children(consumequeue_dir, foreign):
+            topic_path = f"{consumequeue_dir}/{topic}"
+            for name, queue_id in self._children(topic_path, foreign):
+                path = f"{topic_path}/{name}"
                 if queue_id is None:
-                    foreign.append(ForeignEntry(queue_path, ForeignWhy.NAME))
+                    foreign.append(ForeignEntry(path, ForeignWhy.NAME))
                     continue
-                listing = self._queue(queue_path, topic, queue_id, foreign)
+                try:
+                    st = stat(path, follow_symlinks=False)
+                except OSError:
+                    queues.pop(path, None)
+                    continue
+                key = pack(st.st_mtime_ns, st.st_ctime_ns, st.st_ino, st.st_dev)
+                cached = get(path)
+                if cached is not None and cached[0] == key:
+                    if cached[2]:
+                        foreign.extend(cached[2])
+                    listing = cached[1]
+                    if listing is not None and not listing.unchanged:
+                        # Loaded from a cache file: this round re-checks each file it uses;
+                        # from the next one on the listing is as trusted as one taken here
+                        # (the same names tuple: see plan_queues).
+                        trusted = new_tuple(QueueListing, (*listing[:4], True))
+                        queues[path] = (key, trusted, cached[2])
+                else:
+                    listing = self._list_queue(path, st, key, topic, queue_id, foreign)
                 if listing is not None:
                     yield listing
 

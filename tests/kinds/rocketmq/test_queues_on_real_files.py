@@ -19,14 +19,14 @@ BY_OFFSET = StoreSpec(
 )  # fmt: skip
 
 
-def plan(store, min_offset, last=0, reader=None):
+def plan(store, min_offset, last=0, reader=None, memo=None):
     from retentiond.kinds.rocketmq.scan import _scan_index
 
     index = _scan_index(str(store.root / "index"), [])
     return plan_queues(
         iter_queues(str(store.root / "consumequeue"), []), index, str(store.root / "index"),
         min_offset=min_offset, last_min_offset=last,
-        reader=reader or BinaryReader(store.spec.cq_file_size),
+        reader=reader or BinaryReader(store.spec.cq_file_size), memo=memo,
     )  # fmt: skip
 
 
@@ -61,14 +61,23 @@ def test_nothing_is_examined_when_the_minimum_did_not_move(tmp_path):
     assert reader.reads == 0
 
 
-def test_values_of_full_files_are_read_once_then_cached(tmp_path):
+def test_values_of_full_files_are_read_once_then_reused(tmp_path):
+    """The values an earlier decision read (the memo) are reused, each after an lstat (a
+    fresh listing each time here: nothing is trusted without one)."""
     store = generate_store(tmp_path / "s", BY_OFFSET)
-    reader = BinaryReader(store.spec.cq_file_size)
+    reader, memo = BinaryReader(store.spec.cq_file_size), {}
     files = store.queues[("T", 0)]
-    plan(store, files[3].last_commitlog_offset, reader=reader)
+    plan(store, files[3].last_commitlog_offset, reader=reader, memo=memo)
     assert reader.reads == 4
-    plan(store, files[3].last_commitlog_offset + 1, last=0, reader=reader)
-    assert reader.reads == 5  # only file 4 was new to the cache
+    plan(store, files[3].last_commitlog_offset + 1, last=0, reader=reader, memo=memo)
+    assert reader.reads == 5  # only file 4 had not been read
+    # a file rewritten in place (same size, mtime put back) is read again: its size, inode
+    # and mtime match, so this is what the executor's re-check is for; a truncated one is
+    # seen by its size
+    os.truncate(files[2].path, 100)
+    qp = plan(store, files[3].last_commitlog_offset + 1, last=0, reader=reader, memo=memo)
+    assert reader.reads == 6
+    assert qp.queues[0].delete_count == 2 and qp.queues[0].stop.reason is Reason.UNREADABLE
 
 
 def test_unreadable_consume_queue_files_stop_the_queue_and_are_reported(tmp_path):
