@@ -15,10 +15,14 @@ from __future__ import annotations
 
 
 def main(argv: list[str] | None = None) -> int:
+    import sys
+
     from retentiond.commands import build_parser
     from retentiond.observe.logging import configure
 
-    parser = build_parser()
+    if argv is None:
+        argv = sys.argv[1:]
+    parser = build_parser(argv)  # only the named command's group is imported
     args = parser.parse_args(argv)
     fmt = args.log_format
     configure(json=None if fmt == "auto" else fmt == "json", level=args.log_level)
