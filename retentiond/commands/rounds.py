@@ -79,6 +79,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
         print()
     else:
         print(cleaner.kind.render_plan(plan, all_queue_files=args.all))
+    args.exit_without_teardown = (cleaner, plan)  # see cli.main: the process ends with these
     return EXIT_STORE if plan.store_errors() else EXIT_OK
 
 

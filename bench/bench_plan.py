@@ -1,0 +1,225 @@
+"""Benchmark: `retentiond plan` on a store with 100,000 consume queues, beside `find`.
+
+Issue 11's goals: `retentiond plan` (text) <= 1.5x `find` and `plan --json` <= 2x `find`,
+both end to end (a CLI subprocess, its output read through a pipe). Measured in one run on one
+machine, interleaved (find, text, JSON, ... once per repeat) so that a change in load hits every
+row alike; medians.
+
+Two situations: the scan cache file a daemon leaves beside its journal is present (written here
+by one dry-run round, as `bench_round.py` does), or there is none (no daemon ever ran here).
+
+The in-process split tells the scan from the rest, so the figures for start-up, rendering and
+writing do not depend on how fast the scan is:
+  - start-up: `retentiond plan` on the 16-queue demo store (interpreter, imports, settings)
+  - scan: listing every queue directory (`Snapshot.list_queues`)
+  - plan: reading the queues' values and deciding (`Cleaner.plan` minus the listing)
+  - render: the text, and the JSON document streamed to /dev/null
+
+Usage: python bench/bench_plan.py [--dir DIR] [--repeat N]
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import gc
+import os
+import platform
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from retentiond.config.loader import load_settings
+from retentiond.engine import jsonstream
+from retentiond.engine.cleaner import Cleaner
+from retentiond.engine.round import Mode
+from retentiond.kinds import kind_for
+from retentiond.storegen.rocketmq import PRESETS, generate_store, write_config
+
+HOURS = ";".join(f"{h:02d}" for h in range(24))
+
+
+def machine() -> str:
+    cpu = "unknown cpu"
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    system = f"{platform.system()} {platform.release()}"
+    return f"{cpu}, {os.cpu_count()} cores, Python {platform.python_version()}, {system}"
+
+
+def load() -> str:
+    return " / ".join(f"{x:.2f}" for x in os.getloadavg())
+
+
+def config_for(base: Path, root: Path, name: str) -> Path:
+    """A config whose plan deletes 10 expired CommitLog files and so examines every queue;
+    its journal directory (where the scan cache file lives) is ``base/<name>-journal``."""
+    journal = base / f"{name}-journal"
+    journal.mkdir(exist_ok=True)
+    return write_config(
+        root, PRESETS["bench-100k"], base / f"{name}.yaml",
+        fileReservedTime=1, deleteWhen=HOURS, deleteFileBatchMax=10, diskMaxUsedSpaceRatio=95,
+        retentiond={"journal": {"dir": str(journal)}},
+    )  # fmt: skip
+
+
+def cli(config: Path, *extra: str) -> Callable[[], float]:
+    """`retentiond plan` as an operator runs it, its stdout read through a pipe."""
+    argv = [sys.executable, "-m", "retentiond", "plan", "--config", str(config), *extra]
+
+    def run() -> float:
+        t0 = time.perf_counter()
+        proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+        assert proc.stdout is not None
+        size = 0
+        while chunk := proc.stdout.read(1 << 20):
+            size += len(chunk)
+        assert proc.wait() == 0 and size > 0
+        return time.perf_counter() - t0
+
+    return run
+
+
+def find(root: Path) -> Callable[[], float]:
+    def run() -> float:
+        t0 = time.perf_counter()
+        subprocess.run(["find", str(root)], stdout=subprocess.DEVNULL, check=True)
+        return time.perf_counter() - t0
+
+    return run
+
+
+def split(config: Path) -> dict[str, float]:
+    """One in-process plan, timed by stage, with the cyclic GC off as in the CLI."""
+    gc.collect()
+    gc.disable()
+    try:
+        t0 = time.perf_counter()
+        cleaner = Cleaner(kind_for(load_settings(config)))
+        t1 = time.perf_counter()
+        now = cleaner.clock_ms()
+        snap = cleaner.kind.scan(now)
+        listings = list(snap.list_queues())  # the queue listing, done here rather than lazily
+        snap = dataclasses.replace(snap, list_queues=lambda: iter(listings))
+        t2 = time.perf_counter()
+        plan = cleaner.kind.plan_round(snap, cleaner._round(Mode.PLAN, False, now))
+        t3 = time.perf_counter()
+        text = cleaner.kind.render_plan(plan)
+        t4 = time.perf_counter()
+        with open(os.devnull, "w") as out:
+            out.write(text)
+            jsonstream.dump(plan.as_document(), out)
+        t5 = time.perf_counter()
+        assert plan.queues.examined and plan.queues.queue_count >= 100_000
+    finally:
+        gc.enable()
+    return {
+        "settings": t1 - t0,
+        "scan": t2 - t1,
+        "plan": t3 - t2,
+        "text": t4 - t3,
+        "json": t5 - t4,
+    }
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--dir", help="where to build the store (default: a temp dir, removed)")
+    ap.add_argument("--repeat", type=int, default=5)
+    args = ap.parse_args()
+
+    base = Path(args.dir) if args.dir else Path(tempfile.mkdtemp(prefix="retentiond-plan-"))
+    base.mkdir(parents=True, exist_ok=True)
+    root = base / "store"
+    print(f"machine: {machine()}")
+    if not root.exists():
+        t0 = time.perf_counter()
+        generate_store(root, PRESETS["bench-100k"])
+        print(f"generated the bench-100k store in {time.perf_counter() - t0:.1f} s")
+    demo = base / "demo"
+    if not demo.exists():
+        generate_store(demo / "store", PRESETS["demo"])
+    demo_config = write_config(demo / "store", PRESETS["demo"], demo / "broker.yaml")
+
+    cached = config_for(base, root, "cached")
+    uncached = config_for(base, root, "uncached")
+    for stale in (base / "uncached-journal").iterdir():
+        stale.unlink()  # no cache file: as on a host where no daemon ever ran
+    kind = kind_for(load_settings(cached))
+    Cleaner(kind).run_round(dry_run=True)  # a daemon's dry-run round writes the cache file
+    cache_file = kind._scan_cache_path()
+    assert cache_file is not None and cache_file.exists(), "the dry-run round wrote no cache"
+
+    rows: list[tuple[str, Callable[[], float], float | None]] = [
+        ("find <store>", find(root), None),
+        ("`plan` (text), CLI, scan cache present", cli(cached), 1.5),
+        ("`plan --json`, CLI, scan cache present", cli(cached, "--json"), 2.0),
+        ("`plan` (text), CLI, no scan cache", cli(uncached), 1.5),
+        ("`plan --json`, CLI, no scan cache", cli(uncached, "--json"), 2.0),
+        ("CLI start-up: `plan` on the 16-queue demo store", cli(demo_config), None),
+    ]
+    samples: dict[str, list[float]] = {name: [] for name, _, _ in rows}
+    stages: dict[str, list[float]] = {}
+    find(root)()  # warm the page cache for everyone
+    print(f"load before: {load()}")
+    for i in range(args.repeat):
+        for name, fn, _ in rows:
+            samples[name].append(fn())
+        for stage, seconds in split(cached).items():
+            stages.setdefault(stage, []).append(seconds)
+        print(f"  run {i + 1}/{args.repeat} done, load {load()}", flush=True)
+    print(f"load after: {load()}")
+
+    med = {name: statistics.median(s) for name, s in samples.items()}
+    f = med["find <store>"]
+    print()
+    print(f"Medians of {args.repeat} (ms; runs in brackets):")
+    print()
+    print("| What | Median | vs `find` | Target |")
+    print("|---|---:|---:|---|")
+    for name, _, target in rows:
+        ratio = med[name] / f
+        goal = "–" if target is None else f"≤ {target}x: {'met' if ratio <= target else 'NOT met'}"
+        runs = ", ".join(f"{s * 1000:.0f}" for s in samples[name])
+        print(f"| {name} [{runs}] | {med[name] * 1000:.0f} ms | {ratio:.2f}x | {goal} |")
+    print()
+    print("In-process, scan cache present (GC off as in the CLI):")
+    print()
+    print("| Stage | Median | vs `find` |")
+    print("|---|---:|---:|")
+    labels = {
+        "settings": "settings loaded, kind made",
+        "scan": "scan: CommitLog, index, every queue directory listed",
+        "plan": "plan: queue values read, decisions made",
+        "text": "render the text",
+        "json": "encode and write the JSON document (to /dev/null)",
+    }
+    for stage, label in labels.items():
+        m = statistics.median(stages[stage])
+        print(f"| {label} | {m * 1000:.0f} ms | {m / f:.2f}x |")
+    scan_plan = statistics.median(
+        [s + p for s, p in zip(stages["scan"], stages["plan"], strict=True)]
+    )
+    print()
+    for name in rows[1:3]:
+        rest = med[name[0]] - scan_plan
+        print(
+            f"{name[0]}: everything but scan and plan = {rest * 1000:.0f} ms = {rest / f:.2f}x find"
+        )
+    if not args.dir:
+        shutil.rmtree(base)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
