@@ -60,11 +60,20 @@ def cmd_once(args: argparse.Namespace) -> int:
 def cmd_plan(args: argparse.Namespace) -> int:
     import gc
 
-    from retentiond.engine.cleaner import Cleaner
-
     # One scan, one document, then exit: a 100k-queue plan holds 100k+ long-lived records, and
     # the cyclic collector's full passes over them cost a fifth of the scan and free nothing.
+    collecting = gc.isenabled()
     gc.disable()
+    try:
+        return _plan(args)
+    finally:
+        if collecting:  # main() called in-process (tests): leave the collector as it was
+            gc.enable()
+
+
+def _plan(args: argparse.Namespace) -> int:
+    from retentiond.engine.cleaner import Cleaner
+
     settings = load_settings_or_exit(args.config)
     cleaner = Cleaner(kind_for(settings))
     plan = cleaner.plan(manual=args.manual)
