@@ -37,6 +37,7 @@ import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from retentiond.config.loader import load_settings
 from retentiond.engine import jsonstream
@@ -84,41 +85,40 @@ CLI_ENV = {
 }
 
 
-def cli(config: Path, *extra: str) -> Callable[[], float]:
-    """`retentiond plan` as an operator runs it, its stdout read through a pipe."""
-    argv = [sys.executable, "-m", "retentiond", "plan", "--config", str(config), *extra]
+Sample = tuple[float, float]  # (wall seconds, CPU seconds of the process: user + system)
 
-    def run() -> float:
-        t0 = time.perf_counter()
-        proc = subprocess.Popen(
-            argv, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=CLI_ENV
-        )
-        assert proc.stdout is not None
-        size = 0
+
+def timed_process(argv: list[str], **popen: Any) -> Sample:
+    """Run ``argv`` to its end, reading its stdout if piped; its wall and CPU time."""
+    t0 = time.perf_counter()
+    proc = subprocess.Popen(argv, stderr=subprocess.DEVNULL, **popen)
+    size = 0
+    if proc.stdout is not None:
         while chunk := proc.stdout.read(1 << 20):
             size += len(chunk)
-        assert proc.wait() == 0 and size > 0
-        return time.perf_counter() - t0
-
-    return run
-
-
-def interpreter() -> float:
-    t0 = time.perf_counter()
-    subprocess.run([sys.executable, "-c", "pass"], env=CLI_ENV, check=True)
-    return time.perf_counter() - t0
+    _, status, usage = os.wait4(proc.pid, 0)
+    wall = time.perf_counter() - t0
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    assert proc.returncode == 0, argv
+    assert proc.stdout is None or size > 0, argv
+    return wall, usage.ru_utime + usage.ru_stime
 
 
-def find(root: Path) -> Callable[[], float]:
-    def run() -> float:
-        t0 = time.perf_counter()
-        subprocess.run(["find", str(root)], stdout=subprocess.DEVNULL, check=True)
-        return time.perf_counter() - t0
-
-    return run
+def cli(config: Path, *extra: str) -> Callable[[], Sample]:
+    """`retentiond plan` as an operator runs it, its stdout read through a pipe."""
+    argv = [sys.executable, "-m", "retentiond", "plan", "--config", str(config), *extra]
+    return lambda: timed_process(argv, stdout=subprocess.PIPE, env=CLI_ENV)
 
 
-def split(config: Path) -> dict[str, float]:
+def interpreter() -> Sample:
+    return timed_process([sys.executable, "-c", "pass"], env=CLI_ENV)
+
+
+def find(root: Path) -> Callable[[], Sample]:
+    return lambda: timed_process(["find", str(root)], stdout=subprocess.DEVNULL)
+
+
+def split(config: Path) -> dict[str, list[float]]:
     """The stages of one plan, timed in a fresh process of their own (``--split``): in this
     one, whose heap holds the set-up round's state, the same work runs slower than the CLI."""
     argv = [sys.executable, __file__, "--split", str(config)]
@@ -126,36 +126,40 @@ def split(config: Path) -> dict[str, float]:
     return json.loads(out.splitlines()[-1])
 
 
-def split_here(config: Path) -> dict[str, float]:
-    """One in-process plan, timed by stage, with the cyclic GC off as in the CLI."""
+def split_here(config: Path) -> dict[str, tuple[float, float]]:
+    """One in-process plan, timed by stage (wall, CPU), with the cyclic GC off as in the CLI."""
+    clocks = (time.perf_counter, time.process_time)
+    marks: list[tuple[float, float]] = []
+
+    def mark() -> None:
+        marks.append((clocks[0](), clocks[1]()))
+
     gc.collect()
     gc.disable()
     try:
-        t0 = time.perf_counter()
+        mark()
         cleaner = Cleaner(kind_for(load_settings(config)))
-        t1 = time.perf_counter()
+        mark()
         now = cleaner.clock_ms()
         snap = cleaner.kind.scan(now)
         listings = list(snap.list_queues())  # the queue listing, done here rather than lazily
         snap = dataclasses.replace(snap, list_queues=lambda: iter(listings))
-        t2 = time.perf_counter()
+        mark()
         plan = cleaner.kind.plan_round(snap, cleaner._round(Mode.PLAN, False, now))
-        t3 = time.perf_counter()
+        mark()
         text = cleaner.kind.render_plan(plan)
-        t4 = time.perf_counter()
+        mark()
         with open(os.devnull, "w") as out:
             out.write(text)
             jsonstream.dump(plan.as_document(), out)
-        t5 = time.perf_counter()
+        mark()
         assert plan.queues.examined and plan.queues.queue_count >= 100_000
     finally:
         gc.enable()
+    names = ("settings", "scan", "plan", "text", "json")
     return {
-        "settings": t1 - t0,
-        "scan": t2 - t1,
-        "plan": t3 - t2,
-        "text": t4 - t3,
-        "json": t5 - t4,
+        name: (b[0] - a[0], b[1] - a[1])
+        for name, a, b in zip(names, marks[:-1], marks[1:], strict=True)
     }
 
 
@@ -191,7 +195,7 @@ def main() -> int:
     cache_file = kind._scan_cache_path()
     assert cache_file is not None and cache_file.exists(), "the dry-run round wrote no cache"
 
-    rows: list[tuple[str, Callable[[], float], float | None]] = [
+    rows: list[tuple[str, Callable[[], Sample], float | None]] = [
         ("find <store>", find(root), None),
         ("`plan` (text), CLI, scan cache present", cli(cached), 1.5),
         ("`plan --json`, CLI, scan cache present", cli(cached, "--json"), 2.0),
@@ -200,36 +204,43 @@ def main() -> int:
         ("CLI start-up: `plan` on the 16-queue demo store", cli(demo_config), None),
         ("the interpreter alone: `python -c pass`", interpreter, None),
     ]
-    samples: dict[str, list[float]] = {name: [] for name, _, _ in rows}
-    stages: dict[str, list[float]] = {}
+    samples: dict[str, list[Sample]] = {name: [] for name, _, _ in rows}
+    stages: dict[str, list[Sample]] = {}
     find(root)()  # warm the page cache for everyone
     cli(demo_config)()  # and compile the modules once, as an installed package has them
     print(f"load before: {load()}")
     for i in range(args.repeat):
         for name, fn, _ in rows:
             samples[name].append(fn())
-        for stage, seconds in split(cached).items():
-            stages.setdefault(stage, []).append(seconds)
+        for stage, sample in split(cached).items():
+            stages.setdefault(stage, []).append((sample[0], sample[1]))
         print(f"  run {i + 1}/{args.repeat} done, load {load()}", flush=True)
     print(f"load after: {load()}")
 
-    med = {name: statistics.median(s) for name, s in samples.items()}
-    f = med["find <store>"]
+    def medians(runs: list[Sample]) -> Sample:
+        return statistics.median(w for w, _ in runs), statistics.median(c for _, c in runs)
+
+    med = {name: medians(s) for name, s in samples.items()}
+    fw, fc = med["find <store>"]
     print()
-    print(f"Medians of {args.repeat} (ms; runs in brackets):")
+    print(f"Medians of {args.repeat}; wall time decides the goals, CPU time (user + system of")
+    print("the process) is printed beside it as it depends less on the other jobs' load.")
     print()
-    print("| What | Median | vs `find` | Target |")
-    print("|---|---:|---:|---|")
+    print("| What | Wall | vs `find` | CPU | vs `find`'s CPU | Target (wall) |")
+    print("|---|---:|---:|---:|---:|---|")
     for name, _, target in rows:
-        ratio = med[name] / f
+        (w, c), ratio = med[name], med[name][0] / fw
         goal = "–" if target is None else f"≤ {target}x: {'met' if ratio <= target else 'NOT met'}"
-        runs = ", ".join(f"{s * 1000:.0f}" for s in samples[name])
-        print(f"| {name} [{runs}] | {med[name] * 1000:.0f} ms | {ratio:.2f}x | {goal} |")
+        print(f"| {name} | {w * 1000:.0f} ms | {ratio:.2f}x | {c * 1000:.0f} ms | {c / fc:.2f}x "
+              f"| {goal} |")  # fmt: skip
     print()
-    print("In-process (a fresh process per run), scan cache present, GC off as in the CLI:")
+    for name, runs in samples.items():
+        print(f"  {name}: wall {', '.join(f'{w * 1000:.0f}' for w, _ in runs)} ms")
     print()
-    print("| Stage | Median | vs `find` |")
-    print("|---|---:|---:|")
+    print("Stages, in a fresh process per run, scan cache present, GC off as in the CLI:")
+    print()
+    print("| Stage | Wall | vs `find` | CPU | vs `find`'s CPU |")
+    print("|---|---:|---:|---:|---:|")
     labels = {
         "settings": "settings loaded, kind made",
         "scan": "scan: CommitLog, index, every queue directory listed",
@@ -237,17 +248,19 @@ def main() -> int:
         "text": "render the text",
         "json": "encode and write the JSON document (to /dev/null)",
     }
+    stage_med = {stage: medians(stages[stage]) for stage in labels}
     for stage, label in labels.items():
-        m = statistics.median(stages[stage])
-        print(f"| {label} | {m * 1000:.0f} ms | {m / f:.2f}x |")
-    scan_plan = statistics.median(
-        [s + p for s, p in zip(stages["scan"], stages["plan"], strict=True)]
-    )
-    print()
-    for name in rows[1:3]:
-        rest = med[name[0]] - scan_plan
+        w, c = stage_med[stage]
         print(
-            f"{name[0]}: everything but scan and plan = {rest * 1000:.0f} ms = {rest / f:.2f}x find"
+            f"| {label} | {w * 1000:.0f} ms | {w / fw:.2f}x | {c * 1000:.0f} ms | {c / fc:.2f}x |"
+        )
+    print()
+    sw, sc = med["CLI start-up: `plan` on the 16-queue demo store"]
+    for what, stage in (("text", "text"), ("--json", "json")):
+        w, c = sw + stage_med[stage][0], sc + stage_med[stage][1]
+        print(
+            f"plan {what}: what is not the scan (start-up + {stage}) = {w * 1000:.0f} ms wall "
+            f"= {w / fw:.2f}x find, {c * 1000:.0f} ms CPU = {c / fc:.2f}x find's CPU"
         )
     if not args.dir:
         shutil.rmtree(base)
