@@ -221,6 +221,7 @@ def encode_queue_files(
         start = len(deleted)
         prefix = head + encode_basestring_ascii(q.directory + "/")[:-1]
         tail = f'{k}topic": {encode_basestring_ascii(q.topic)}{k}queue_id": {q.queue_id}{close}'
+        row = ""  # the stop's row, when it shares the queue's tail
         if stop is not None:
             ident = stop.identity
             if (
@@ -230,9 +231,9 @@ def encode_queue_files(
                 and type(stop.end_offset) is int
                 and stop.topic == q.topic
                 and stop.queue_id == q.queue_id
-            ):  # the usual stop: a file holding a live offset (its row shares the tail)
+            ):  # the usual stop: a file holding a live offset
                 mtime = ident.mtime_ms
-                append(
+                row = (
                     f'{head}{encode_basestring_ascii(stop.path)}{k}verdict": "{stop.verdict}"'
                     f'{k}reason": "{stop.reason}"{k}bytes": {ident.size}{k}mtime_ms": {mtime}'
                     f'{k}age_ms": {now_ms - mtime}{k}start_offset": {stop.start_offset}'
@@ -244,7 +245,9 @@ def encode_queue_files(
         if start <= last:
             for i in range(start, last):
                 name = names[i]
-                append(f"{prefix}{name}{after}{int(name)}{tail}")
+                row += f"{prefix}{name}{after}{int(name)}{tail}"
             name = names[last]
-            append(f"{prefix}{name}{newest}{int(name)}{tail}")
+            append(f"{row}{prefix}{name}{newest}{int(name)}{tail}")
+        elif row:
+            append(row)
     yield "".join(parts)
