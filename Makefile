@@ -5,7 +5,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 DEMO := demo
 
-.PHONY: venv system-deps test lint run demo-store bench bench-spark bench-kafka clean
+.PHONY: venv system-deps test lint run demo-store bench bench-plan bench-spark bench-kafka clean
 
 venv: $(VENV)/.installed
 
@@ -38,6 +38,10 @@ run: demo-store
 
 bench: venv
 	$(BIN)/python bench/bench_round.py
+	$(BIN)/python bench/bench_plan.py
+
+bench-plan: venv  # `retentiond plan` (text, --json) end to end beside find, and its stages
+	$(BIN)/python bench/bench_plan.py
 
 bench-spark: venv
 	$(BIN)/python bench/bench_spark.py

@@ -2,17 +2,52 @@
 
 Argument parsing only; every command calls into the packages that do the work. The entry point
 ``retentiond.cli`` builds this parser and nothing imports it.
+
+A run imports only the group of the command it names (``retentiond plan`` loads neither the
+shipping nor the Spark modules): start-up is part of every CLI call's time. Help, a usage error
+or a command missing from ``_GROUP_OF`` registers every group, so each still works as before.
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib
+from collections.abc import Sequence
 
 from retentiond import __version__
-from retentiond.commands import analyze, daemon, rounds, ship, store
+
+GROUPS = ("rounds", "store", "daemon", "ship", "analyze")  # modules of retentiond.commands
+_GROUP_OF = {
+    "once": "rounds",
+    "plan": "rounds",
+    "check-config": "store",
+    "gen-store": "store",
+    "run": "daemon",
+    "trigger-delete": "daemon",
+    "status": "daemon",
+    "ship": "ship",
+    "analyze": "analyze",
+}
+_TAKES_VALUE = ("--log-format", "--log-level")  # the global options that take a value
 
 
-def build_parser() -> argparse.ArgumentParser:
+def command_in(argv: Sequence[str]) -> str | None:
+    """The command word of a command line (None when help or the version comes first)."""
+    skip = False
+    for arg in argv:
+        if skip:
+            skip = False
+        elif arg in _TAKES_VALUE:
+            skip = True
+        elif not arg.startswith("-"):
+            return arg
+        elif not arg.startswith(tuple(f"{o}=" for o in _TAKES_VALUE)):
+            return None  # -h, --version, or something argparse will refuse
+    return None
+
+
+def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
+    """The parser, with only the named command's group when ``argv`` names a known one."""
     parser = argparse.ArgumentParser(
         prog="retentiond",
         description="Retention daemon for RocketMQ stores: deletes what the broker's own "
@@ -23,6 +58,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--log-level", default="INFO")
     sub = parser.add_subparsers(dest="command", required=True)
 
-    for group in (rounds, store, daemon, ship, analyze):
-        group.register(sub)
+    group = _GROUP_OF.get(command_in(argv) or "") if argv is not None else None
+    for name in (group,) if group else GROUPS:
+        importlib.import_module(f"retentiond.commands.{name}").register(sub)
     return parser

@@ -1,9 +1,11 @@
 """Write a large JSON document as it is produced, byte for byte as ``json.dump(doc, indent=2)``.
 
 A plan of a 100,000-queue store lists 300,000+ files. ``json.dump`` with an indent runs the
-pure-Python encoder over one dict per file, all built first; here the long lists are
-``Rows``: flat dicts made one at a time and written with the C string encoder, so the
-document is never held whole in memory and its text is unchanged (tests compare the two).
+pure-Python encoder over one dict per file, all built first. Here the long lists are ``Rows``:
+either flat dicts made one at a time and written with the C string encoder, or, when the
+producer knows its rows' fixed shape, text it encodes itself (``Rows(make, encode=...)``;
+``encode_decision`` is the encoder for a ``Decision``'s row). The document is never held whole
+in memory, it is written in large chunks, and its text is unchanged (tests compare the two).
 """
 
 from __future__ import annotations
@@ -11,15 +13,31 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Iterable, Iterator
 from json.encoder import encode_basestring_ascii
-from typing import IO
+from typing import IO, TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from retentiond.engine.decision import Decision
+
+_CHUNK = 1 << 18  # characters gathered before one write to the output
 
 
 class Rows:
     """A list in the document, produced lazily: flat dicts of scalars (str, int, None,
-    bool, float); anything else is written by ``json.dumps`` as a nested value would be."""
+    bool, float); anything else is written by ``json.dumps`` as a nested value would be.
 
-    def __init__(self, make: Callable[[], Iterable[dict[str, object]]]) -> None:
+    ``encode``, when given, writes the same list faster: called with the indent of the
+    list's items, it yields text in which every item is ``",\\n" + indent + <item as
+    json.dumps(item, indent=2) would write it at that depth>``, any number per piece.
+    ``make`` still builds the dicts for ``materialize`` (``as_dict``).
+    """
+
+    def __init__(
+        self,
+        make: Callable[[], Iterable[dict[str, object]]],
+        encode: Callable[[str], Iterable[str]] | None = None,
+    ) -> None:
         self._make = make
+        self.encode = encode
 
     def __iter__(self) -> Iterator[dict[str, object]]:
         return iter(self._make())
@@ -61,27 +79,113 @@ def _row(row: dict[str, object], pad: str) -> str:
     return "{\n" + ",\n".join(parts) + "\n" + pad + "}"
 
 
-def dump(doc: object, out: IO[str], _level: int = 0) -> None:
-    """``json.dump(materialize(doc), out, indent=2)``, streamed."""
-    pad = "  " * _level
-    inner = pad + "  "
-    if isinstance(doc, Rows):
-        first = True
-        for row in doc:
+def _encoded_enums() -> dict[object, str]:
+    from retentiond.reasons import Kind, Reason, Verdict
+
+    return {m: encode_basestring_ascii(m.value) for e in (Kind, Verdict, Reason) for m in e}
+
+
+_ENUM: dict[object, str] = _encoded_enums()  # a Decision's kind, verdict and reason, encoded
+
+
+def encode_decision(d: Decision, now_ms: int, pad: str) -> str:
+    """``Decision.as_dict(now_ms)`` as ``json.dumps(indent=2)`` writes it at indent ``pad``,
+    without the dict: the same keys in the same order, absent ones left out."""
+    k = ",\n" + pad + '  "'
+    ident = d.identity
+    head = (
+        f'{{\n{pad}  "kind": {_ENUM[d.kind]}{k}path": {encode_basestring_ascii(d.path)}'
+        f'{k}verdict": {_ENUM[d.verdict]}{k}reason": {_ENUM[d.reason]}'
+    )
+    start, end, topic, queue_id = d.start_offset, d.end_offset, d.topic, d.queue_id
+    if (
+        ident is not None
+        and type(start) is int
+        and type(end) is int
+        and type(topic) is str
+        and type(queue_id) is int
+        and d.detail is None
+    ):  # a queue file: the shape of most rows, written at once
+        mtime = ident.mtime_ms
+        return (
+            f'{head}{k}bytes": {ident.size}{k}mtime_ms": {mtime}{k}age_ms": {now_ms - mtime}'
+            f'{k}start_offset": {start}{k}end_offset": {end}'
+            f'{k}topic": {encode_basestring_ascii(topic)}{k}queue_id": {queue_id}\n{pad}}}'
+        )
+    parts = [head]
+    if ident is not None:
+        mtime = ident.mtime_ms
+        parts.append(f'{k}bytes": {ident.size}{k}mtime_ms": {mtime}{k}age_ms": {now_ms - mtime}')
+    for key in ("start_offset", "end_offset", "topic", "queue_id", "detail"):
+        value = getattr(d, key)
+        if value is not None:
+            parts.append(f'{k}{key}": {_scalar(value)}')
+    parts.append("\n" + pad + "}")
+    return "".join(parts)
+
+
+class _Buffered:
+    """Pieces gathered and written in chunks of about ``_CHUNK`` characters."""
+
+    def __init__(self, out: IO[str]) -> None:
+        self.out = out
+        self.parts: list[str] = []
+        self.size = 0
+
+    def write(self, text: str) -> None:
+        self.parts.append(text)
+        self.size += len(text)
+        if self.size >= _CHUNK:
+            self.flush()
+
+    def flush(self) -> None:
+        if self.parts:
+            self.out.write("".join(self.parts))
+            self.parts = []
+            self.size = 0
+
+
+def dump(doc: object, out: IO[str]) -> None:
+    """``json.dump(materialize(doc), out, indent=2)``, streamed in large writes."""
+    buffered = _Buffered(out)
+    _dump(doc, buffered, 0)
+    buffered.flush()
+
+
+def _dump_rows(rows: Rows, out: _Buffered, pad: str, inner: str) -> None:
+    first = True
+    if rows.encode is not None:
+        for text in rows.encode(inner):
+            if not text:
+                continue
+            if first:  # the first item's separator ",\n" becomes the list's "[\n"
+                out.write("[" + text[1:])
+                first = False
+            else:
+                out.write(text)
+    else:
+        for row in rows:
             out.write(("[\n" if first else ",\n") + inner + _row(row, inner))
             first = False
-        out.write("[]" if first else "\n" + pad + "]")
+    out.write("[]" if first else "\n" + pad + "]")
+
+
+def _dump(doc: object, out: _Buffered, level: int) -> None:
+    pad = "  " * level
+    inner = pad + "  "
+    if isinstance(doc, Rows):
+        _dump_rows(doc, out, pad, inner)
     elif isinstance(doc, dict) and doc:
         out.write("{")
         for i, (k, v) in enumerate(doc.items()):
             out.write(("\n" if i == 0 else ",\n") + inner + encode_basestring_ascii(str(k)) + ": ")
-            dump(v, out, _level + 1)
+            _dump(v, out, level + 1)
         out.write("\n" + pad + "}")
     elif isinstance(doc, list) and doc:
         out.write("[")
         for i, v in enumerate(doc):
             out.write(("\n" if i == 0 else ",\n") + inner)
-            dump(v, out, _level + 1)
+            _dump(v, out, level + 1)
         out.write("\n" + pad + "]")
     else:
         out.write(json.dumps(doc))

@@ -6,12 +6,13 @@ JSON form is versioned with the reasons (``SCHEMA_VERSION``).
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
+from json.encoder import encode_basestring_ascii
 from typing import NamedTuple
 
 from retentiond.engine.decision import Decision
-from retentiond.engine.jsonstream import Rows, materialize
+from retentiond.engine.jsonstream import Rows, encode_decision, materialize
 from retentiond.kinds.rocketmq.triggers import Triggers
 from retentiond.reasons import SCHEMA_VERSION, Kind, Reason, Verdict
 
@@ -148,6 +149,9 @@ class Plan:
                 for d in rows:
                     yield d.as_dict(now)
 
+        def queue_text(pad: str) -> Iterator[str]:
+            return encode_queue_files(queues, now, pad, all_queue_files=all_queue_files)
+
         return {
             "schema_version": SCHEMA_VERSION,
             "type": "plan",
@@ -172,8 +176,78 @@ class Plan:
                 "queue_count": self.queues.queue_count,
                 "file_count": self.queues.file_count,
                 "problems": list(self.queues.problems),
-                "files": Rows(queue_rows),
+                "files": Rows(queue_rows, encode=queue_text),
             },
             "index": {"files": [d.as_dict(now) for d in self.queues.index]},
             "foreign": [{"path": p, "why": w} for p, w in self.foreign],
         }
+
+
+_BATCH = 2048  # queues encoded per piece handed to the writer
+
+
+def encode_queue_files(
+    queues: Sequence[QueueDecision], now_ms: int, pad: str, *, all_queue_files: bool
+) -> Iterator[str]:
+    """The consume-queue rows of ``Plan.as_document`` as ``jsonstream.Rows`` encodes them.
+
+    Every file of a 100k-queue store is a row, so the files behind a queue's stop, whose rows
+    differ only in name, offset and reason, are written from a per-queue prefix and tail
+    without a ``Decision`` or a dict each; the usual stop (a file holding a live offset)
+    shares them, and any other examined file goes through ``encode_decision``. Queue-file
+    names are 20 ASCII digits (the scan lists nothing else), so they need no escaping.
+    """
+    sep = ",\n" + pad
+    k = ",\n" + pad + '  "'
+    head = f'{sep}{{\n{pad}  "kind": "{Kind.CONSUMEQUEUE}"{k}path": '
+    kept = f'"{k}verdict": "{Verdict.KEEP}"{k}reason": '
+    after = f'{kept}"{Reason.AFTER_FIRST_KEPT}"{k}start_offset": '
+    newest = f'{kept}"{Reason.NEWEST_FILE}"{k}start_offset": '
+    close = "\n" + pad + "}"
+    parts: list[str] = []
+    append = parts.append
+    for n, q in enumerate(queues, 1):
+        if n % _BATCH == 0:
+            yield "".join(parts)
+            parts = []
+            append = parts.append
+        deleted, stop = q.deleted, q.stop
+        for d in deleted:
+            append(sep + encode_decision(d, now_ms, pad))
+        if not all_queue_files:
+            continue
+        names = q.names
+        last = len(names) - 1
+        start = len(deleted)
+        prefix = head + encode_basestring_ascii(q.directory + "/")[:-1]
+        tail = f'{k}topic": {encode_basestring_ascii(q.topic)}{k}queue_id": {q.queue_id}{close}'
+        row = ""  # the stop's row, when it shares the queue's tail
+        if stop is not None:
+            ident = stop.identity
+            if (
+                ident is not None
+                and stop.detail is None
+                and type(stop.start_offset) is int
+                and type(stop.end_offset) is int
+                and stop.topic == q.topic
+                and stop.queue_id == q.queue_id
+            ):  # the usual stop: a file holding a live offset
+                mtime = ident.mtime_ms
+                row = (
+                    f'{head}{encode_basestring_ascii(stop.path)}{k}verdict": "{stop.verdict}"'
+                    f'{k}reason": "{stop.reason}"{k}bytes": {ident.size}{k}mtime_ms": {mtime}'
+                    f'{k}age_ms": {now_ms - mtime}{k}start_offset": {stop.start_offset}'
+                    f'{k}end_offset": {stop.end_offset}{tail}'
+                )
+            else:
+                append(sep + encode_decision(stop, now_ms, pad))
+            start += 1
+        if start <= last:
+            for i in range(start, last):
+                name = names[i]
+                row += f"{prefix}{name}{after}{int(name)}{tail}"
+            name = names[last]
+            append(f"{row}{prefix}{name}{newest}{int(name)}{tail}")
+        elif row:
+            append(row)
+    yield "".join(parts)

@@ -1,36 +1,95 @@
-"""A RocketMQ plan as operators read it: triggers, disk, then tables of files and verdicts."""
+"""A RocketMQ plan as operators read it: triggers, disk, then tables of files and verdicts.
+
+A 100k-queue plan has 300k+ files, most of them kept behind their queue's stop. The summary
+counts those by arithmetic over each queue (``QueueDecision`` keeps them implicit) and the
+tables list only what was asked for, so the text costs a pass over the queues, not a
+``Decision`` per file.
+"""
 
 from __future__ import annotations
 
-from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from typing import TYPE_CHECKING
 
 from retentiond.engine.decision import Decision
 from retentiond.engine.units import human_age, human_bytes
+from retentiond.reasons import Reason, Verdict
 
 if TYPE_CHECKING:
-    from retentiond.kinds.rocketmq.plan import Plan
+    from retentiond.kinds.rocketmq.plan import Plan, QueueDecision
+
+_Row = tuple[str, str, str, str, str]
+_HEADER: _Row = ("FILE", "SIZE", "AGE", "VERDICT", "REASON")
 
 
 def _ratio(r: float | None) -> str:
     return "n/a" if r is None else f"{r:.2f}"
 
 
-def _rows(decisions: Iterable[Decision], now_ms: int) -> list[tuple[str, ...]]:
+def _rows(decisions: Iterable[Decision], now_ms: int) -> list[_Row]:
+    sizes: dict[int, str] = {}  # queue files mostly share one size
     rows = []
     for d in decisions:
-        size = d.identity.size if d.identity else None
-        age = now_ms - d.identity.mtime_ms if d.identity else None
-        rows.append((d.path, human_bytes(size), human_age(age), str(d.verdict), str(d.reason)))
+        ident = d.identity
+        if ident is None:
+            rows.append((d.path, "-", "-", str(d.verdict), str(d.reason)))
+            continue
+        size = sizes.get(ident.size)
+        if size is None:
+            size = sizes[ident.size] = human_bytes(ident.size)
+        age = human_age(now_ms - ident.mtime_ms)
+        rows.append((d.path, size, age, str(d.verdict), str(d.reason)))
     return rows
 
 
-def _table(rows: list[tuple[str, ...]]) -> list[str]:
-    header = ("FILE", "SIZE", "AGE", "VERDICT", "REASON")
-    widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
+def _table(rows: list[_Row]) -> list[str]:
+    widths = [max(len(r[i]) for r in [_HEADER, *rows]) for i in range(len(_HEADER))]
     fmt = "  ".join(f"{{:{'<' if i == 0 else '>'}{w}}}" for i, w in enumerate(widths))
-    return [fmt.format(*header), *(fmt.format(*r) for r in rows)]
+    return [fmt.format(*_HEADER), *(fmt.format(*r) for r in rows)]
+
+
+def _reason_counts(queues: Iterable[QueueDecision]) -> dict[str, int]:
+    """Examined queue files by reason, as ``QueueDecision.decisions`` would list them."""
+    counts: dict[Reason, int] = {}
+    live = Reason.HOLDS_LIVE_OFFSET
+    held_live = newest = behind = 0
+    for qd in queues:
+        start = len(qd.deleted)
+        for d in qd.deleted:
+            counts[d.reason] = counts.get(d.reason, 0) + 1
+        stop = qd.stop
+        if stop is not None:
+            start += 1
+            if stop.reason is live:
+                held_live += 1
+            else:
+                counts[stop.reason] = counts.get(stop.reason, 0) + 1
+        rest = len(qd.names) - start
+        if rest > 0:
+            newest += 1
+            behind += rest - 1
+    for reason, n in ((live, held_live), (Reason.NEWEST_FILE, newest)):
+        if n:
+            counts[reason] = counts.get(reason, 0) + n
+    if behind:
+        counts[Reason.AFTER_FIRST_KEPT] = counts.get(Reason.AFTER_FIRST_KEPT, 0) + behind
+    return {str(r): n for r, n in counts.items()}
+
+
+def _queue_rows(queues: Iterable[QueueDecision], now_ms: int) -> Iterator[_Row]:
+    """Every queue file's row (``--all``): the files behind a stop without a Decision each."""
+    keep = str(Verdict.KEEP)
+    after, newest = str(Reason.AFTER_FIRST_KEPT), str(Reason.NEWEST_FILE)
+    for qd in queues:
+        examined = [*qd.deleted, qd.stop] if qd.stop is not None else qd.deleted
+        yield from _rows(examined, now_ms)
+        names = qd.names
+        last = len(names) - 1
+        prefix = qd.directory + "/"
+        for i in range(len(examined), last):
+            yield (prefix + names[i], "-", "-", keep, after)
+        if len(examined) <= last:
+            yield (prefix + names[last], "-", "-", keep, newest)
 
 
 def render_plan(plan: Plan, *, all_queue_files: bool = False) -> str:
@@ -50,6 +109,7 @@ def render_plan(plan: Plan, *, all_queue_files: bool = False) -> str:
     out.append("CommitLog")
     out.extend(_table(_rows(plan.commitlog.decisions, plan.now_ms)))
     q = plan.queues
+    queue_deletes = [d for qd in q.queues for d in qd.deleted]  # all DELETE (holds stop them)
     out.append("")
     if not q.examined:
         out.append(
@@ -57,18 +117,16 @@ def render_plan(plan: Plan, *, all_queue_files: bool = False) -> str:
             f"CommitLog min offset {q.min_offset}, last acted on {q.last_min_offset})"
         )
     else:
-        reasons: Counter[str] = Counter()
-        rows: list[tuple[str, ...]] = []
-        for qd in q.queues:
-            decisions = list(qd.decisions())
-            reasons.update(str(d.reason) for d in decisions)
-            shown = decisions if all_queue_files else [d for d in decisions if d.delete]
-            rows.extend(_rows(shown, plan.now_ms))
+        reasons = _reason_counts(q.queues)
         summary = ", ".join(f"{k}={v}" for k, v in sorted(reasons.items())) or "nothing examined"
         out.append(
             f"ConsumeQueue (min offset {q.min_offset}): {q.queue_count} queues, "
             f"{q.file_count} files; examined files by reason: {summary}"
         )
+        if all_queue_files:
+            rows = list(_queue_rows(q.queues, plan.now_ms))
+        else:
+            rows = _rows((d for d in queue_deletes if d.delete), plan.now_ms)
         if rows:
             out.extend(_table(rows))
         out.append("")
@@ -83,11 +141,7 @@ def render_plan(plan: Plan, *, all_queue_files: bool = False) -> str:
             out.append(f"  {path}  ({why})")
         if len(plan.foreign) > 20:
             out.append(f"  ... and {len(plan.foreign) - 20} more (see --json)")
-    deletes = [
-        *plan.commitlog.deletions(),
-        *(d for qd in q.queues for d in qd.deleted),
-        *(d for d in q.index if d.delete),
-    ]
+    deletes = [*plan.commitlog.deletions(), *queue_deletes, *(d for d in q.index if d.delete)]
     total = sum(d.identity.size for d in deletes if d.identity)
     out.append("")
     out.append(f"plan: delete {len(deletes)} files, {human_bytes(total)}")
