@@ -350,7 +350,8 @@ def write_readme(section: str) -> None:
     start = text.find(HEADING)
     if start >= 0:
         end = text.find("\n## ", start + len(HEADING))
-        text = text[:start] + section + (text[end + 1 :] if end >= 0 else "")
+        rest = text[end + 1 :] if end >= 0 else ""
+        text = text[:start] + section.rstrip("\n") + "\n" + ("\n" + rest if rest else "")
     else:
         text = text.rstrip("\n") + "\n\n" + section
     README.write_text(text)
