@@ -341,12 +341,17 @@ def machine() -> str:
     )
 
 
+def _load() -> str:
+    return " / ".join(f"{x:.1f}" for x in os.getloadavg())
+
+
 def write_readme(section: str) -> None:
     text = README.read_text() if README.exists() else "# Benchmarks\n"
     start = text.find(HEADING)
     if start >= 0:
         end = text.find("\n## ", start + len(HEADING))
-        text = text[:start] + section + (text[end + 1 :] if end >= 0 else "")
+        rest = text[end + 1 :] if end >= 0 else ""
+        text = text[:start] + section.rstrip("\n") + "\n" + ("\n" + rest if rest else "")
     else:
         text = text.rstrip("\n") + "\n\n" + section
     README.write_text(text)
@@ -379,11 +384,14 @@ def main() -> int:
     size = sum(f.stat().st_size for f in target.rglob("*.gz"))
 
     saved = work / "spark_result.json"
+    spark_load = "(reused)"
+    command = " ".join(sys.argv[1:])
     if args.reuse_spark and saved.exists():  # a later step failed: do not redo the long part
         spark_s, spark_rss = json.loads(saved.read_text())
     else:
         shutil.rmtree(out, ignore_errors=True)
         memory = f"--driver-memory {args.driver_memory} pyspark-shell"
+        spark_load = _load()
         spark_s, spark_rss, spark_stdout = run_sampled(
             [sys.executable, "-m", "retentiond", "analyze", "--master", "local[*]",
              "--input", str(target), "--output", str(out)],
@@ -393,6 +401,7 @@ def main() -> int:
         saved.write_text(json.dumps([spark_s, spark_rss]))
     print(f"spark: {spark_s:.1f}s, peak RSS {spark_rss / 2**30:.2f} GiB", flush=True)
 
+    duck_load = _load()
     duck_s, duck_rss, duck_stdout = run_sampled(
         [sys.executable, "-c", DUCKDB_SCRIPT, str(target), json.dumps(DUCKDB_SQL)]
     )
@@ -412,8 +421,9 @@ def main() -> int:
             f"in memory | {duck_s:.1f} s | {analysed / duck_s:,.0f} | "
             f"{duck_rss / 2**30:.2f} GiB |",
             "",
-            f"Spark reaches {duck_s / spark_s:.2f} of DuckDB's records/s "
-            f"(DuckDB is {spark_s / duck_s:.1f}× faster).",
+            f"Spark reaches {duck_s / spark_s:.2f} of DuckDB's records/s: **Spark time / "
+            f"DuckDB time = {spark_s / duck_s:.2f}** (goal ≤ 3: "
+            f"{'met' if spark_s / duck_s <= 3 else 'not met'}).",
         ]
     )
     section = textwrap.dedent(
@@ -437,7 +447,9 @@ def main() -> int:
         faster peer; the Spark job is the one that scales out (`--master yarn`/`k8s://`/
         `spark://`) when a fleet's journals outgrow a host.
 
-        Machine: {load}. Driver memory {args.driver_memory}.
+        Machine: {load}; load average (1, 5, 15 min) at the start of the Spark run
+        {spark_load}, at the start of the DuckDB run {duck_load}, after both {_load()}.
+        Driver memory {args.driver_memory}. Command: `python bench/bench_spark.py {command}`.
         """
     ).replace("@TABLE@", table)
     if not args.no_readme:

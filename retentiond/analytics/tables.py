@@ -25,7 +25,11 @@ def _pct(col: str, p: float) -> Column:
 
 
 def real_deletions(deletions: DataFrame) -> DataFrame:
-    return deletions.where(~F.coalesce(F.col("dry_run"), F.lit(False)))
+    """Deletions that happened (not dry runs), with only the columns the tables use: what
+    the job caches, so the cache holds no column nobody reads."""
+    return deletions.where(~F.coalesce(F.col("dry_run"), F.lit(False))).select(
+        "dt", *KEY, "kind", "reason", "forced", "bytes", "age_ms", "file_reserved_time_hours"
+    )
 
 
 def daily_reclaim(d: DataFrame) -> DataFrame:
