@@ -262,7 +262,7 @@ class Cleaner:
         """What a round would do now. Changes nothing, not even the round state."""
         now = self.clock_ms()
         with no_cyclic_gc():
-            snap = self.kind.scan(now)
+            snap = self.kind.scan(now, executes=False)
             return self.kind.plan_round(snap, self._round(Mode.PLAN, manual, now))
 
     def reconcile(self) -> ReconcileResult | None:
@@ -307,7 +307,7 @@ class Cleaner:
             self._prune_held()
         now = self.clock_ms()
         with no_cyclic_gc():
-            snap = self.kind.scan(now)
+            snap = self.kind.scan(now, executes=not dry_run)
             rnd = self._round(Mode.DRY_RUN if dry_run else Mode.REAL, manual, now)
             self.describe_owner()
             plan = self.kind.plan_round(snap, rnd)

@@ -92,8 +92,10 @@ class StoreKind(Protocol):
         ...
 
     # ---- a round ------------------------------------------------------------------------
-    def scan(self, now_ms: int) -> Any:
-        """A read-only snapshot of the store (the kind's own type)."""
+    def scan(self, now_ms: int, *, executes: bool = True) -> Any:
+        """A read-only snapshot of the store (the kind's own type). ``executes``: the round
+        may delete (a real round), so the kind may take what it needs for the whole round
+        (Kafka: each log dir's ``.lock``); a plan or a dry run only looks."""
         ...
 
     def plan_round(self, snapshot: Any, rnd: Round) -> RoundPlan:

@@ -100,14 +100,20 @@ class Kafka:
         return _NoHolds()
 
     # ---- a round ------------------------------------------------------------------------
-    def scan(self, now_ms: int) -> KafkaSnapshot:
+    def scan(self, now_ms: int, *, executes: bool = True) -> KafkaSnapshot:
+        """A real round takes each free log dir's ``.lock`` here and keeps it to the end of
+        the round: the broker cannot start mid-deletion, and the checkpoints read now are the
+        ones rewritten. A plan or a dry run only probes it (taken and let go at once): holding
+        it for a long scan would make a broker starting meanwhile fail on the lock."""
         errors: list[str] = []
         dirs = []
         for d in self.server.log_dirs:
             try:
                 locked = self.locks[d].acquire()
-                if locked:
+                if locked and executes:
                     self.held_dirs.add(d)
+                elif locked:
+                    self.locks[d].release()
                 dirs.append((scan_log_dir(d), locked))
             except OSError as e:
                 errors.append(f"{d}: {e}")

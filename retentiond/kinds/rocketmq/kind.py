@@ -151,7 +151,7 @@ class RocketMQ:
         return HoldRules.from_settings(self.settings)
 
     # ---- a round ------------------------------------------------------------------------
-    def scan(self, now_ms: int) -> Snapshot:
+    def scan(self, now_ms: int, *, executes: bool = True) -> Snapshot:
         self._load_scan_cache()
         return scan(self.settings, now_ms=now_ms, lister=self.lister)
 

@@ -3,6 +3,8 @@ changes nothing, and the log dir's lock is free again afterwards."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -47,3 +49,50 @@ def test_plan_round_changes_nothing(tmp_path: Path) -> None:
     assert "retention_ms_breach" in kind.render_plan(plan)
     with LogDirLock(str(store.log_dir)) as lock:
         assert lock.acquire()  # released at the end of the round
+
+
+def _another_process_can_lock(lock: Path) -> bool:
+    """POSIX record locks are per process: only another process can tell whether we hold it
+    (as a starting broker would)."""
+    probe = (
+        "import fcntl, os, sys\n"
+        "fd = os.open(sys.argv[1], os.O_RDWR | os.O_CREAT)\n"
+        "try:\n"
+        "    fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)\n"
+        "except OSError:\n"
+        "    sys.exit(1)\n"
+    )
+    return subprocess.run([sys.executable, "-c", probe, str(lock)]).returncode == 0
+
+
+def test_only_a_round_that_may_delete_holds_the_lock_while_it_scans(tmp_path: Path) -> None:
+    """A plan or a dry run takes ``.lock`` only to see that it is free and lets go at once: a
+    broker starting during a long scan must not fail on it. A real round keeps it from the
+    scan to the end of the round, so the broker cannot start mid-deletion."""
+    spec = KafkaStoreSpec(topics={"orders": 1}, records_per_partition=100)
+    store = generate_kafka_store(tmp_path / "logs", spec)
+    server = load_server_properties(
+        str(write_server_properties(tmp_path / "server.properties", [store.log_dir]))
+    )
+    kind = Kafka(SimpleNamespace(config_hash="h"), server)  # type: ignore[arg-type]
+    lock = store.log_dir / ".lock"
+
+    looked = kind.scan(spec.now_ms, executes=False)
+    assert [locked for _, locked in looked.log_dirs] == [True]  # free: not plan-only
+    assert _another_process_can_lock(lock)
+
+    kind.scan(spec.now_ms)  # a real round's scan
+    assert not _another_process_can_lock(lock)
+    rnd = Round(
+        kind,  # type: ignore[arg-type]
+        Guard(),
+        now_ms=spec.now_ms,
+        manual=False,
+        mode=Mode.PLAN,
+        held=dict,
+        remember_held=lambda _h: None,
+        executor=None,
+        context=RoundContext("h", True, None, lambda: spec.now_ms),
+    )
+    kind.plan_round(kind.scan(spec.now_ms), rnd)
+    assert _another_process_can_lock(lock)  # let go at the end of the round
