@@ -28,7 +28,6 @@ import dataclasses
 import gc
 import json
 import os
-import platform
 import shutil
 import statistics
 import subprocess
@@ -39,6 +38,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from machine import load, machine
+
 from retentiond.config.loader import load_settings
 from retentiond.engine import jsonstream
 from retentiond.engine.cleaner import Cleaner
@@ -47,23 +48,6 @@ from retentiond.kinds import kind_for
 from retentiond.storegen.rocketmq import PRESETS, generate_store, write_config
 
 HOURS = ";".join(f"{h:02d}" for h in range(24))
-
-
-def machine() -> str:
-    cpu = "unknown cpu"
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    system = f"{platform.system()} {platform.release()}"
-    return f"{cpu}, {os.cpu_count()} cores, Python {platform.python_version()}, {system}"
-
-
-def load() -> str:
-    return " / ".join(f"{x:.2f}" for x in os.getloadavg())
 
 
 def config_for(base: Path, root: Path, name: str) -> Path:

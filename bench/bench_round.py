@@ -20,7 +20,6 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import os
-import platform
 import shutil
 import signal
 import socket
@@ -30,6 +29,8 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+
+from machine import machine
 
 from retentiond.config.loader import load_settings
 from retentiond.engine.cleaner import Cleaner
@@ -45,19 +46,6 @@ def timed(fn, repeat: int) -> tuple[float, list[float]]:
         fn()
         samples.append(time.perf_counter() - t0)
     return statistics.median(samples), samples
-
-
-def machine() -> str:
-    cpu = "unknown cpu"
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    system = f"{platform.system()} {platform.release()}"
-    return f"{cpu}, {os.cpu_count()} cores, Python {platform.python_version()}, {system}"
 
 
 def _proc_figures(pid: int) -> tuple[int, float]:

@@ -18,6 +18,21 @@ from retentiond.reasons import Reason
 from retentiond.storegen.kafka import KafkaStoreSpec, generate_kafka_store, write_server_properties
 
 
+def plan_round_of(kind: Kafka, now_ms: int) -> Round:
+    """The engine's round in plan mode, as ``retentiond plan`` runs it."""
+    return Round(
+        kind,  # type: ignore[arg-type]
+        Guard(),
+        now_ms=now_ms,
+        manual=False,
+        mode=Mode.PLAN,
+        held=dict,
+        remember_held=lambda _h: None,
+        executor=None,
+        context=RoundContext("h", True, None, lambda: now_ms),
+    )
+
+
 def test_plan_round_changes_nothing(tmp_path: Path) -> None:
     spec = KafkaStoreSpec(topics={"orders": 2}, records_per_partition=600)
     store = generate_kafka_store(tmp_path / "logs", spec)
@@ -27,18 +42,7 @@ def test_plan_round_changes_nothing(tmp_path: Path) -> None:
     # Settings for a Kafka config is the lead's wiring; the kind reads only config_hash
     kind = Kafka(SimpleNamespace(config_hash="h"), server)  # type: ignore[arg-type]
     before = sorted(str(p) for p in store.log_dir.rglob("*"))
-    rnd = Round(
-        kind,  # type: ignore[arg-type]
-        Guard(),
-        now_ms=spec.now_ms,
-        manual=False,
-        mode=Mode.PLAN,
-        held=dict,
-        remember_held=lambda _h: None,
-        executor=None,
-        context=RoundContext("h", True, None, lambda: spec.now_ms),
-    )
-    plan = kind.plan_round(kind.scan(spec.now_ms), rnd)
+    plan = kind.plan_round(kind.scan(spec.now_ms), plan_round_of(kind, spec.now_ms))
     assert sorted(str(p) for p in store.log_dir.rglob("*")) == before
     assert plan.dry_run and not plan.errors and plan.plan_only_dirs() == []
     assert any(d.reason is Reason.RETENTION_MS_BREACH for d in plan.decisions()), kind.render_plan(
@@ -83,16 +87,5 @@ def test_only_a_round_that_may_delete_holds_the_lock_while_it_scans(tmp_path: Pa
 
     kind.scan(spec.now_ms)  # a real round's scan
     assert not _another_process_can_lock(lock)
-    rnd = Round(
-        kind,  # type: ignore[arg-type]
-        Guard(),
-        now_ms=spec.now_ms,
-        manual=False,
-        mode=Mode.PLAN,
-        held=dict,
-        remember_held=lambda _h: None,
-        executor=None,
-        context=RoundContext("h", True, None, lambda: spec.now_ms),
-    )
-    kind.plan_round(kind.scan(spec.now_ms), rnd)
+    kind.plan_round(kind.scan(spec.now_ms), plan_round_of(kind, spec.now_ms))
     assert _another_process_can_lock(lock)  # let go at the end of the round
