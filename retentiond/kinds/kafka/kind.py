@@ -73,7 +73,6 @@ class Kafka:
         self.server = server
         self.locks = {d: LogDirLock(d) for d in server.log_dirs}
         self.last_plan_only: list[str] = []
-        self.held_dirs: set[str] = set()  # log dirs whose .lock this round holds
 
     def reconfigure(self, settings: Settings) -> None:
         """A reload: new retention values from the next round on. The log dirs cannot
@@ -92,7 +91,7 @@ class Kafka:
         broker locks every one of its dirs, so that one names it. When the round holds them
         all, the first dir's (the engine does not count our own hold as a broker)."""
         for d in self.server.log_dirs:
-            if d not in self.held_dirs:
+            if not self.locks[d].held:
                 return os.path.join(d, fm.LOCK_FILE)
         return os.path.join(self.server.log_dirs[0], fm.LOCK_FILE)
 
@@ -110,9 +109,7 @@ class Kafka:
         for d in self.server.log_dirs:
             try:
                 locked = self.locks[d].acquire()
-                if locked and executes:
-                    self.held_dirs.add(d)
-                elif locked:
+                if locked and not executes:
                     self.locks[d].release()
                 dirs.append((scan_log_dir(d), locked))
             except OSError as e:
@@ -170,7 +167,6 @@ class Kafka:
         finally:
             for lock in self.locks.values():
                 lock.release()
-            self.held_dirs.clear()
         self.last_plan_only = [p.path for p in planned if not p.locked]
         errors = [*snapshot.errors, *(e for p in planned for e in p.errors)]
         if snapshot.metadata_error:

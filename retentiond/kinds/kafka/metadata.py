@@ -18,6 +18,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 
 from retentiond.kinds.kafka import formats as fm
+from retentiond.kinds.kafka.scan import read_nofollow
 
 METADATA_PARTITION_DIR = "__cluster_metadata-0"
 _SNAPSHOT_RE = re.compile(r"^(\d{20})-(\d{10})\.checkpoint$")
@@ -205,15 +206,6 @@ def _records(data: bytes, path: str, min_offset: int) -> Iterator[tuple[int, byt
         pos += fm.LOG_OVERHEAD + length
 
 
-def _read(path: str) -> bytes:
-    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
-    try:
-        with os.fdopen(fd, "rb", closefd=False) as f:
-            return f.read()
-    finally:
-        os.close(fd)
-
-
 def read_metadata(partition_dir: str) -> MetadataState:
     """The newest complete snapshot, then every later log record (§10.1)."""
     try:
@@ -231,7 +223,7 @@ def read_metadata(partition_dir: str) -> MetadataState:
     if snapshots:
         start, _epoch, name = snapshots[-1]
         path = os.path.join(partition_dir, name)
-        for _off, value, where in _records(_read(path), path, 0):
+        for _off, value, where in _records(read_nofollow(path), path, 0):
             state.replay(value, where)
         state.sources.append(path)
     if segments and segments[0] > start:
@@ -246,7 +238,7 @@ def read_metadata(partition_dir: str) -> MetadataState:
         if nxt is not None and nxt <= start:
             continue  # wholly inside the snapshot
         path = os.path.join(partition_dir, fm.segment_file_name(base, fm.LOG_SUFFIX))
-        for _off, value, where in _records(_read(path), path, start):
+        for _off, value, where in _records(read_nofollow(path), path, start):
             state.replay(value, where)
         state.sources.append(path)
     return state

@@ -54,6 +54,11 @@ class LogDirLock:
         self._fd = fd
         return True
 
+    @property
+    def held(self) -> bool:
+        """We hold it now (from ``acquire`` to ``release``)."""
+        return self._fd is not None
+
     def release(self) -> None:
         if self._fd is not None:
             try:
