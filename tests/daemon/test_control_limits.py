@@ -122,16 +122,16 @@ def test_a_slow_loris_is_cut_by_the_deadline_on_the_whole_request(
 ) -> None:
     with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
         s.connect(str(server.path))
-        start = time.monotonic()
         try:
             for byte in b'{"command": "status"':  # never the newline
                 s.sendall(bytes([byte]))
                 time.sleep(0.1)
         except (BrokenPipeError, ConnectionResetError):
             pass
-        s.settimeout(2.0)
+        # Cut by the server (an empty read), not by our own patience: the request never ends.
+        # How soon is a figure for bench/, not an assertion here.
+        s.settimeout(30.0)
         assert s.recv(10) == b""
-        assert time.monotonic() - start < 2.0
 
 
 def test_past_the_limit_a_client_is_told_busy_at_once(server: ControlServer) -> None:
@@ -141,9 +141,9 @@ def test_past_the_limit_a_client_is_told_busy_at_once(server: ControlServer) -> 
         s.connect(str(server.path))
         idle.append(s)
     time.sleep(0.1)
-    start = time.monotonic()
     reply = _raw(server.path, b'{"command": "status"}\n')
-    assert time.monotonic() - start < 0.3
+    # "busy", not served: queued behind the idle four it would have been served after their
+    # deadline. (How fast it comes is measured in bench/bench_endpoints.py.)
     assert reply["ok"] is False and "busy" in str(reply["error"])
     for s in idle:
         s.close()
@@ -213,9 +213,7 @@ def test_metrics_past_max_requests_answers_503_at_once() -> None:
     try:
         held = [socket.create_connection(("127.0.0.1", srv.port)) for _ in range(2)]
         time.sleep(0.1)
-        start = time.monotonic()
-        assert _get(srv.url) == 503
-        assert time.monotonic() - start < 0.5
+        assert _get(srv.url) == 503  # not queued behind the held two (it would be a 200)
         for s in held:
             s.close()
         deadline = time.monotonic() + 5
@@ -256,14 +254,12 @@ def test_a_metrics_slow_loris_is_cut_by_the_deadline(monkeypatch: pytest.MonkeyP
     srv = _metrics_server(4)
     try:
         with socket.create_connection(("127.0.0.1", srv.port)) as s:
-            start = time.monotonic()
             with contextlib.suppress(OSError):
                 for byte in b"GET /metrics HTTP/1.1\r\nX-Slow: aaaaaaaaaaaaaaaa":
                     s.sendall(bytes([byte]))
                     time.sleep(0.1)
-            s.settimeout(2.0)
-            assert s.recv(100) == b""
-            assert time.monotonic() - start < 3.0
+            s.settimeout(30.0)
+            assert s.recv(100) == b""  # cut by the server: the header never ends
         assert _get(srv.url) == 200
     finally:
         srv.stop()

@@ -264,7 +264,8 @@ def test_sigterm_while_sleeping_between_deletions(start_daemon: Callable[..., Ru
     code, elapsed = d.terminate()
 
     assert code == 0
-    assert elapsed < 2.0
+    # SIGTERM ends the 60 s pause rather than waiting it out (a wide bar, not a timing).
+    assert elapsed < 30.0
     d.notify.wait_for("STOPPING", after=mark, timeout=1)
     assert len(d.commitlog_deletions()) == 1
     intents = {r["id"] for r in d.records("intent")}
