@@ -19,6 +19,8 @@ from typing import TypeVar
 
 import yaml
 
+from retentiond.config import properties
+
 UNKNOWN_TOPICS_KEEP = "keep"
 UNKNOWN_TOPICS_BROKER_DEFAULTS = "brokerDefaults"
 DEFAULT_RETENTION_MS = 7 * 24 * 3600 * 1000  # log.retention.hours=168
@@ -49,75 +51,17 @@ class KafkaConfigError(ValueError):
 
 # ---- java.util.Properties ---------------------------------------------------------------
 
-_ESCAPES = {"t": "\t", "n": "\n", "r": "\r", "f": "\f"}
-
-
-def _unescape(s: str) -> str:
-    out: list[str] = []
-    i = 0
-    while i < len(s):
-        c = s[i]
-        if c != "\\" or i + 1 >= len(s):
-            out.append(c)
-            i += 1
-            continue
-        nxt = s[i + 1]
-        if nxt == "u":
-            digits = s[i + 2 : i + 6]
-            if len(digits) != 4 or any(ch not in "0123456789abcdefABCDEF" for ch in digits):
-                raise ValueError(f"malformed \\uxxxx encoding {s[i : i + 6]!r}")
-            out.append(chr(int(digits, 16)))
-            i += 6
-        else:
-            out.append(_ESCAPES.get(nxt, nxt))
-            i += 2
-    return "".join(out)
-
-
-def _logical_lines(text: str) -> list[tuple[int, str]]:
-    """Physical lines joined where a line ends in an odd number of backslashes; leading
-    whitespace of a continuation line dropped; comment and blank lines skipped."""
-    out: list[tuple[int, str]] = []
-    lines = text.splitlines()
-    i = 0
-    while i < len(lines):
-        start = i
-        line = lines[i].lstrip(" \t\f")
-        i += 1
-        if not line or line[0] in "#!":
-            continue
-        while (len(line) - len(line.rstrip("\\"))) % 2 == 1 and i <= len(lines):
-            line = line[:-1]
-            if i == len(lines):
-                break
-            line += lines[i].lstrip(" \t\f")
-            i += 1
-        out.append((start + 1, line))
-    return out
-
 
 def parse_properties(text: str, path: str = "<properties>") -> dict[str, str]:
-    """``Properties.load``: the last occurrence of a key wins."""
+    """``Properties.load`` as a mapping: the last occurrence of a key wins, and an entry that
+    cannot be decoded (a malformed ``\\uXXXX``) is refused, as the broker refuses to start."""
     props: dict[str, str] = {}
     problems: list[str] = []
-    for lineno, line in _logical_lines(text):
-        # the key ends at the first unescaped '=', ':' or whitespace
-        j = 0
-        while j < len(line):
-            if line[j] == "\\":
-                j += 2
-                continue
-            if line[j] in "=: \t\f":
-                break
-            j += 1
-        key_raw, rest = line[:j], line[j:]
-        rest = rest.lstrip(" \t\f")
-        if rest[:1] in ("=", ":"):
-            rest = rest[1:].lstrip(" \t\f")
-        try:
-            props[_unescape(key_raw)] = _unescape(rest)
-        except ValueError as e:
-            problems.append(f"{path}: line {lineno}: {e}")
+    for entry in properties.parse_properties(text):
+        if entry.error is not None or entry.key is None:
+            problems.append(f"{path}: line {entry.line}: {entry.error}")
+            continue
+        props[entry.key] = entry.value
     if problems:
         raise KafkaConfigError(problems)
     return props

@@ -39,6 +39,18 @@ def test_java_properties_syntax() -> None:
     }
 
 
+
+def test_lines_end_where_java_ends_them() -> None:
+    """Only CR, LF and CRLF end a line (``Properties.load``), not the other characters
+    ``str.splitlines`` breaks on: the same reader as broker.conf's (``config/properties.py``)."""
+    text = "log.dirs=/data/a\x85b\r\nlog.retention.ms=5\rnum=1\x0bx\n"
+    assert parse_properties(text) == {
+        "log.dirs": "/data/a\x85b",
+        "log.retention.ms": "5",
+        "num": "1\x0bx",
+    }
+
+
 def test_defaults_and_synonyms(tmp_path: Path) -> None:
     c = load_server_properties(write(tmp_path, "log.dirs=/a, /b\nnode.id=3\n"))
     assert c.log_dirs == ("/a", "/b") and c.node_id == 3
