@@ -263,19 +263,27 @@ class Daemon:
 
     def _log_round(self, result: RoundResult) -> None:
         # The triggers as the store kind reported them for `status` (round_done set them).
-        t = self.state.triggers or {}
+        # A kind without triggers (Kafka: retention per topic, no delete hour or disk
+        # pressure) logs what its scan reported instead (its plan-only log dirs).
+        t = self.state.triggers
+        if t is not None:
+            fields: dict[str, object] = {
+                "fired": t.get("fired"),
+                "time_up": t.get("time_up"),
+                "usage_exceeds": t.get("usage_exceeds"),
+                "manual": t.get("manual"),
+                "disk_ratio": t.get("physic_ratio"),
+                "pending_expired": self.state.pending_expired,
+                "manual_rounds_left": self.cleaner.state.manual_rounds_remaining,
+            }
+        else:
+            fields = {k: v for k, v in (self.state.scan_fields or {}).items() if k != "reasons"}
         log.info(
             "round interrupted by stop" if result.stopped else "round done",
             duration_s=round(result.duration_s, 3),
-            fired=t.get("fired"),
-            time_up=t.get("time_up"),
-            usage_exceeds=t.get("usage_exceeds"),
-            manual=t.get("manual"),
-            disk_ratio=t.get("physic_ratio"),
             deleted=deleted_text(result.counts()),
             failures=len(result.failed),
-            pending_expired=self.state.pending_expired,
-            manual_rounds_left=self.cleaner.state.manual_rounds_remaining,
+            **fields,
         )
 
     def _redelete_hanged(self, settings: Settings) -> None:

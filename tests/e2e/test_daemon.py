@@ -10,6 +10,7 @@ bounds, except the 2 s exit that the issue demands.
 from __future__ import annotations
 
 import itertools
+import json
 import os
 import signal
 import socket
@@ -168,6 +169,13 @@ def test_rounds_reload_refusal_status_and_stop(start_daemon: Callable[..., Runni
     assert status["config"]["version"] == 1
     assert "fileReservedTime" in " ".join(status["config"]["last_reload"]["problems"])
     assert "fileReservedTime" in d.log.read_text()  # every problem is logged
+    # each round's log line carries the CommitLog triggers it saw
+    done = [
+        json.loads(line)
+        for line in d.log.read_text().splitlines()
+        if line.startswith("{") and '"round done"' in line
+    ]
+    assert done and all(r["fired"] in (True, False) and "disk_ratio" in r for r in done)
     for r in d.records("round")[refused_at:]:
         assert r["config_hash"] == first_hash
     for r in d.commitlog_deletions():

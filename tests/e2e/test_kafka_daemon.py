@@ -71,6 +71,23 @@ def test_daemon_plan_only_while_the_broker_runs_then_deletes(tmp_path: Path) -> 
             assert f'dir="{log_dir}"' in plan_only and plan_only.endswith(" 1.0")
             [info] = metric_lines(daemon, "retentiond_store_info")
             assert 'store_kind="kafka"' in info
+            # the settings in force are Kafka's own; RocketMQ's keys are left empty
+            [config_info] = metric_lines(daemon, "retentiond_config_info")
+            assert 'log_retention_ms="604800000"' in config_info, config_info
+            assert 'log_retention_bytes="-1"' in config_info
+            assert 'log_cleanup_policy="delete"' in config_info
+            assert 'clean_resource_interval_ms="1000"' in config_info
+            assert 'file_reserved_time_hours=""' in config_info
+            assert 'delete_when=""' in config_info
+            # the round log carries what a Kafka scan reports, not RocketMQ's triggers
+            rounds = [
+                json.loads(line)
+                for line in log.read_text().splitlines()
+                if line.startswith("{") and '"round done"' in line
+            ]
+            assert rounds, log.read_text()
+            assert rounds[-1]["plan_only_log_dirs"] == [str(log_dir)]
+            assert "fired" not in rounds[-1] and "disk_ratio" not in rounds[-1]
             exported = metrics_text(daemon)
             for name in kafka_row_metrics():  # the dashboard's Kafka row has data
                 assert f"\n{name}{{" in exported, name

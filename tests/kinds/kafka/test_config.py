@@ -39,7 +39,6 @@ def test_java_properties_syntax() -> None:
     }
 
 
-
 def test_lines_end_where_java_ends_them() -> None:
     """Only CR, LF and CRLF end a line (``Properties.load``), not the other characters
     ``str.splitlines`` breaks on: the same reader as broker.conf's (``config/properties.py``)."""
