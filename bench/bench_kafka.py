@@ -176,7 +176,7 @@ def _plan_text(props: Path, now_ms: int) -> tuple[str, Counter[str], list[float]
                 )
                 for p in ld.partitions
             )
-            planned.append(LogDirPlan(ld.path, locked, parts, ld.foreign, ld.errors))
+            planned.append(LogDirPlan(ld.path, locked, parts, ld, ld.errors))
     finally:
         for lock in kind.locks.values():
             lock.release()

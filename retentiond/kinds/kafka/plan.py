@@ -9,16 +9,33 @@ from dataclasses import dataclass, field
 
 from retentiond.engine.decision import Decision
 from retentiond.kinds.kafka.policy import PartitionPlan
+from retentiond.kinds.kafka.scan import LogDirSnapshot
 from retentiond.reasons import SCHEMA_VERSION
 
 
-@dataclass(frozen=True)
 class LogDirPlan:
-    path: str
-    locked: bool  # False: another process holds .lock, the dir is plan-only
-    partitions: tuple[PartitionPlan, ...]
-    foreign: tuple[tuple[str, str], ...] = ()
-    errors: tuple[str, ...] = ()
+    """One log dir's partitions planned. ``foreign`` (what the dir holds that is no Kafka
+    file) is taken from the snapshot when first asked for: the daemon reports it, a plan
+    does not need it."""
+
+    def __init__(
+        self,
+        path: str,
+        locked: bool,  # False: another process holds .lock, the dir is plan-only
+        partitions: tuple[PartitionPlan, ...],
+        foreign: tuple[tuple[str, str], ...] | LogDirSnapshot = (),
+        errors: tuple[str, ...] = (),
+    ) -> None:
+        self.path = path
+        self.locked = locked
+        self.partitions = partitions
+        self._foreign = foreign
+        self.errors = errors
+
+    @property
+    def foreign(self) -> tuple[tuple[str, str], ...]:
+        got = self._foreign
+        return got.foreign if isinstance(got, LogDirSnapshot) else got
 
 
 @dataclass(frozen=True)
@@ -31,7 +48,7 @@ class KafkaPlan:
     manual: bool = False
     dry_run: bool = True
     errors: tuple[str, ...] = field(default=())
-    foreign: tuple[tuple[str, str], ...] = field(default=())
+    foreign: tuple[tuple[str, str], ...] = field(default=())  # besides the log dirs' own
 
     def decisions(self) -> Iterator[Decision]:
         for ld in self.log_dirs:
@@ -42,7 +59,7 @@ class KafkaPlan:
         return list(self.errors)
 
     def problems(self) -> list[tuple[str, str]]:
-        return list(self.foreign)
+        return [*self.foreign, *(f for ld in self.log_dirs for f in ld.foreign)]
 
     def ran_deletion_pass(self) -> bool:
         return any(ld.locked for ld in self.log_dirs)
