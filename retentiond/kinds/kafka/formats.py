@@ -13,6 +13,7 @@ import re
 import struct
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
+from typing import NamedTuple
 
 # ---- names (LogFileUtils, LocalLog.parseTopicPartitionName) -----------------------------
 
@@ -278,9 +279,10 @@ def iter_batches(data: bytes | memoryview, path: str = "<log>") -> Iterator[Batc
         pos += LOG_OVERHEAD + length
 
 
-@dataclass(frozen=True, slots=True)
-class LogSummary:
-    """A segment's ``.log`` read once: the figures §4.3 and §4.4 derive from it."""
+class LogSummary(NamedTuple):
+    """A segment's ``.log`` read once: the figures §4.3 and §4.4 derive from it. A
+    NamedTuple: a plan makes tens of thousands, and a frozen dataclass costs a setattr per
+    field."""
 
     valid_bytes: int  # end of the last complete batch
     batch_count: int

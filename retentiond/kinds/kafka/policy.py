@@ -221,6 +221,7 @@ def _plan(
     stays; sizes only by the size pass (and of the last segment, known from its read).
     """
     seg = part.segment
+    made = part.made  # the Segment objects made so far (None where not): seg() without a call
     bases = part.bases
     n = len(bases)
     uppers = [*bases[1:], leo]  # each segment's next base offset, the last one's LEO
@@ -233,6 +234,8 @@ def _plan(
         if time_index_compat and s is not active:
             return s.time_index_largest
         return s.largest_timestamp
+
+    by_batches = not time_index_compat
 
     handed: list[tuple[Reason, str]] = []  # the reason of each segment of the prefix
     start = 0
@@ -270,7 +273,8 @@ def _plan(
 
     def timestamp(i: int) -> int | None:
         try:
-            return largest(seg(i))[0]
+            s = made[i] or seg(i)
+            return (s.largest_timestamp if by_batches else largest(s))[0]
         except (OSError, fm.FormatError) as e:
             ts_errors[i] = str(e)
             return None
@@ -284,13 +288,13 @@ def _plan(
         # 2. size: the longest prefix whose sizes fit in (size - retention.bytes)
         limit = config.retention_bytes
         if limit >= 0:
-            total = sum(seg(i).size for i in range(start, n))
+            total = sum([(made[i] or seg(i)).size for i in range(start, n)])
             if total >= limit:
                 diff = total - limit
 
                 def size_pred(i: int) -> bool:
                     nonlocal diff
-                    size = seg(i).size
+                    size = (made[i] or seg(i)).size
                     if diff - size >= 0:
                         diff -= size
                         return True

@@ -177,11 +177,13 @@ class Segment:
         """(LogSegment.largestTimestamp, whether the mtime fallback was used)."""
         got = self._largest
         if got is None:
-            summary = self.summary
-            if summary.max_timestamp >= 0:
+            summary = self._summary
+            if summary is _NOT_READ or isinstance(summary, Exception):
+                summary = self.summary  # reads it, or raises what the read raised
+            if summary.max_timestamp >= 0:  # type: ignore[attr-defined]
                 got = (summary.max_timestamp, False)
             else:
-                got = fm.largest_timestamp(summary, self._mtime_ms())
+                got = fm.largest_timestamp(summary, self._mtime_ms())  # type: ignore[arg-type]
             self._largest = got
         return got
 
@@ -244,7 +246,7 @@ class Partition:
         name: fm.PartitionDirName,
         bases: Sequence[int],
         names: Sequence[str] = (),
-        logs: Sequence[str] | None = None,
+        prefixes: Sequence[str] | None = None,
         odd: Sequence[tuple[str, bool]] = (),
     ) -> None:
         self.path = path
@@ -252,9 +254,9 @@ class Partition:
         self.bases = bases  # base offsets, ascending
         self.names = names  # the regular files' names, as listed
         self.odd = odd  # (name, is a symlink) of every entry that is no regular file
-        # the .log names in the order of ``bases`` (built from them when not given)
-        self._logs = logs
-        self._segments: list[Segment | None] = [None] * len(bases)
+        # the 20-digit file-name prefixes in the order of ``bases`` (built when not given)
+        self._prefixes = prefixes
+        self.made: list[Segment | None] = [None] * len(bases)  # by ``segment(i)``
 
     def __repr__(self) -> str:
         return f"Partition({self.path!r}, {len(self.bases)} segments)"
@@ -273,12 +275,12 @@ class Partition:
     def segment(self, i: int) -> Segment:
         """The ``i``-th segment (negative from the end), made once and kept, so what is read
         of it is read once per plan."""
-        seg = self._segments[i]
+        seg = self.made[i]
         if seg is None:
-            logs = self._logs
-            name = logs[i] if logs is not None else fm.offset_prefix(self.bases[i]) + fm.LOG_SUFFIX
-            seg = Segment(self.bases[i], f"{self.path}/{name}", self)
-            self._segments[i] = seg
+            pre = self._prefixes
+            prefix = pre[i] if pre is not None else fm.offset_prefix(self.bases[i])
+            seg = Segment(self.bases[i], f"{self.path}/{prefix}{fm.LOG_SUFFIX}", self)
+            self.made[i] = seg
         return seg
 
     @property
@@ -426,27 +428,38 @@ _PARTITION_FILES = {fm.LEADER_EPOCH_CHECKPOINT, "partition.metadata", "quorum-st
 # the cleaner's and the KRaft metadata log's own files: Kafka's business, never ours
 _TRANSIENT_SUFFIXES = (".cleaned", ".swap", ".checkpoint", ".checkpoint.part", ".tmp")
 _DIGITS = 20
-_NAME_LEN = _DIGITS + len(fm.LOG_SUFFIX)
+_HEAD = _DIGITS + 1  # a NUL, then a name's offset prefix
+_LOG_END = fm.LOG_SUFFIX + "\0"
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 
 
-def _log_names(names: list[str]) -> list[str]:
-    """The ``.log`` names that follow the naming scheme (20 ASCII digits), in offset order.
-    Every name of every partition passes here, so the common case is checked in bulk: the
-    names ending in ``.log``, then all of them at once (equal length, digits before the
-    suffix); only a dir where that fails is looked at name by name."""
-    logs = [n for n in names if n[-4:] == ".log"]
-    joined = "".join(logs)
-    digits = joined.replace(fm.LOG_SUFFIX, "")
-    if not (
-        len(joined) == _NAME_LEN * len(logs)
-        and len(digits) == _DIGITS * len(logs)
+def _log_prefixes(names: list[str]) -> list[str]:
+    """The 20-digit prefixes of the ``.log`` names that follow the naming scheme, in offset
+    order. Every name of every partition passes here, so the common case is a few C-level
+    string operations per dir, not a Python step per name: the names joined with a double
+    NUL (which no name holds), split at ``.log`` + NUL (the end of each ``.log`` name), and
+    the 21 characters before each split point checked together to be a NUL and 20 ASCII
+    digits. A dir where that fails is looked at name by name."""
+    pieces = ("\0" + "\0\0".join(names) + "\0").split(_LOG_END)
+    pieces.pop()  # what follows the last .log name
+    heads = "".join([p[-_HEAD:] for p in pieces])
+    k = len(pieces)
+    digits = heads.replace("\0", "")
+    if (
+        len(heads) == _HEAD * k
+        and heads[::_HEAD].count("\0") == k
+        and len(digits) == _DIGITS * k
         and digits.isascii()
         and digits.isdigit()
     ):
-        logs = [n for n in logs if fm.is_offset_prefix(n[:-4])]
-    logs.sort()  # equal-length digit strings: the order of their offsets
-    return logs
+        prefixes = heads.split("\0")
+        prefixes.pop(0)  # before the first NUL: nothing
+    else:
+        prefixes = [
+            n[:_DIGITS] for n in names if n.endswith(fm.LOG_SUFFIX) and fm.is_offset_prefix(n[:-4])
+        ]
+    prefixes.sort()  # equal-length digit strings: the order of their offsets
+    return prefixes
 
 
 def scan_partition(
@@ -485,9 +498,8 @@ def _scan_partition(path: str, name: fm.PartitionDirName, log_dir_fd: int | None
                 odd.append((e.name, e.is_symlink()))
     else:
         names = list(map(_NAME, entries))
-    logs = _log_names(names)
-    bases = list(map(int, "".join(logs).replace(fm.LOG_SUFFIX, " ").split()))
-    return Partition(path, name, bases, names, logs, odd)
+    prefixes = _log_prefixes(names)
+    return Partition(path, name, list(map(int, prefixes)), names, prefixes, odd)
 
 
 _NAME = attrgetter("name")
