@@ -45,6 +45,7 @@ from retentiond.engine.execute import RoundContext
 from retentiond.engine.guard import Guard
 from retentiond.engine.round import Mode, Round
 from retentiond.kinds.kafka.config import load_server_properties
+from retentiond.kinds.kafka.formats import LogSummary
 from retentiond.kinds.kafka.kind import Kafka
 from retentiond.kinds.kafka.plan import KafkaPlan, LogDirPlan
 from retentiond.kinds.kafka.policy import plan_partition
@@ -261,6 +262,47 @@ def timed(fn: object, *args: object) -> float:
     return time.perf_counter() - t0
 
 
+def io_floor(props: Path, now_ms: int) -> tuple[float, float, str]:
+    """The I/O the plan cannot avoid, with no parsing and no planning: ``scandir`` of every
+    partition dir, then the ``.log`` reads (open, fstat, pread, close) and the ``lstat``s
+    the plan did (learnt from one plan first). (wall s, CPU s, what was done)."""
+    server = load_server_properties(str(props))
+    kind = Kafka(SimpleNamespace(config_hash="bench"), server)  # type: ignore[arg-type]
+    snap = kind.scan(now_ms, executes=False)
+    for ld, _locked in snap.log_dirs:
+        for p in ld.partitions:
+            plan_partition(
+                p,
+                server.config_for(p.topic, snap.overrides, snap.broker_layers),
+                now_ms=now_ms,
+                high_watermarks=ld.high_watermarks,
+                log_start_offsets=ld.log_start_offsets,
+            )
+    segs = [s for ld, _ in snap.log_dirs for p in ld.partitions for s in p.made if s]
+    read = [s.log_path for s in segs if isinstance(s._summary, LogSummary)]
+    was_read = set(read)
+    stat_only = [s.log_path for s in segs if s.known_identity and s.log_path not in was_read]
+    dirs = [p.path for ld, _ in snap.log_dirs for p in ld.partitions]
+    del snap, segs
+    flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC
+    dflags = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+    c0, t0 = resource.getrusage(resource.RUSAGE_SELF), time.perf_counter()
+    for d in dirs:
+        fd = os.open(d, dflags)
+        with os.scandir(fd) as it:
+            list(it)
+        os.close(fd)
+    for path in read:
+        fd = os.open(path, flags)
+        os.pread(fd, os.fstat(fd).st_size, 0)
+        os.close(fd)
+    for path in stat_only:
+        os.lstat(path)
+    c1, t1 = resource.getrusage(resource.RUSAGE_SELF), time.perf_counter()
+    cpu = c1.ru_utime + c1.ru_stime - c0.ru_utime - c0.ru_stime
+    return t1 - t0, cpu, f"{len(dirs)} dirs listed, {len(read)} reads, {len(stat_only)} lstats"
+
+
 def machine() -> str:
     cpu = subprocess.run(["lscpu"], capture_output=True, text=True).stdout
     model = next((ln.split(":", 1)[1].strip() for ln in cpu.splitlines() if "Model name" in ln), "")
@@ -287,6 +329,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--partitions", type=int, default=10_000)
     ap.add_argument("--mix", choices=sorted(MIXES), default="moderate")
     ap.add_argument("--plan-round", action="store_true", help="also time Kafka.plan_round")
+    ap.add_argument(
+        "--io-floor",
+        action="store_true",
+        help="also time the plan's unavoidable I/O alone (listing, reads, stats)",
+    )
     ap.add_argument(
         "--compare",
         type=Path,
@@ -361,6 +408,19 @@ def main(argv: list[str] | None = None) -> int:
     if rounds:
         r = statistics.median(rounds)
         print(f"Kafka.plan_round + render:    {_ms(rounds)}  = {r / f:.2f}x find")
+    if args.io_floor:
+        floors = []
+        for _ in range(args.repeat):
+            fw, fc = time_find(log_dir)
+            w, cpu, what = io_floor(props, now_ms)
+            floors.append((w, cpu, fw, fc))
+        print(f"I/O floor ({what}):")
+        print(f"  wall {_ms([x[0] for x in floors])}; CPU {_ms([x[1] for x in floors])}")
+        print(
+            "  / find (each beside its own find run): "
+            f"{statistics.median(x[0] / x[2] for x in floors):.2f}x wall, "
+            f"{statistics.median(x[1] / x[3] for x in floors):.2f}x CPU"
+        )
     print(f"load after: {load()}")
     return 0
 
