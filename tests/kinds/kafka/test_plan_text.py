@@ -109,3 +109,25 @@ def test_a_partition_left_alone_says_why_once(tmp_path: Path) -> None:
         (Verdict.KEEP, Reason.UNKNOWN_TOPIC_CONFIG)
     }
     assert len(p.decisions) == 6
+
+
+def test_streamed_document_is_the_json_document(tmp_path: Path) -> None:
+    """``plan --json`` streams the Kafka plan (``as_document`` through ``jsonstream``): the
+    text is byte for byte ``json.dumps(as_dict(), indent=2)``, every segment listed."""
+    import io
+    import json
+
+    from retentiond.engine import jsonstream
+
+    log = six_segments(tmp_path / "a")
+    other = six_segments(tmp_path / "b", recent_ts=NOW + 3_600_000)
+    plans = [planned(log), planned(log, None), planned(other)]
+    for locked in (True, False):
+        plan = KafkaPlan(NOW, "h", (LogDirPlan(str(tmp_path), locked, tuple(plans)),), None)
+        for every in (True, False):
+            out = io.StringIO()
+            jsonstream.dump(plan.as_document(all_queue_files=every), out)
+            assert out.getvalue() == json.dumps(plan.as_dict(all_queue_files=every), indent=2)
+    plan = KafkaPlan(NOW, "h", (LogDirPlan(str(tmp_path), True, tuple(plans)),), None)
+    doc = plan.as_dict()
+    assert [len(p["segments"]) for p in doc["log_dirs"][0]["partitions"]] == [6, 6, 6]  # type: ignore[index]
