@@ -298,12 +298,17 @@ class Partition:
         """(leader-epoch file, ``.deleted`` leftovers, foreign entries) from the names that
         no segment accounts for, and the entries that are no regular file."""
         path = self.path
-        prefixes = {fm.offset_prefix(b) for b in self.bases}
+        pre = self._prefixes
+        prefixes = set(pre if pre is not None else map(fm.offset_prefix, self.bases))
+        # every name a segment accounts for set aside in bulk (a daemon round asks for
+        # this of every partition); only what is left is looked at one by one
+        rest = set(self.names)
+        rest.difference_update([p + sfx for p in prefixes for sfx in _SEGMENT_FILE_SUFFIXES])
         epochs: str | None = None
         leftovers: list[str] = []
         foreign: list[tuple[str, str]] = []
         orphans: set[str] = set()
-        for n in self.names:
+        for n in rest:
             parsed = fm.parse_segment_file_name(n)
             if parsed is not None:
                 if parsed[1] != fm.SNAPSHOT_SUFFIX and n[:_DIGITS] not in prefixes:
@@ -427,6 +432,7 @@ _ROOT_FILES = {
 _PARTITION_FILES = {fm.LEADER_EPOCH_CHECKPOINT, "partition.metadata", "quorum-state"}
 # the cleaner's and the KRaft metadata log's own files: Kafka's business, never ours
 _TRANSIENT_SUFFIXES = (".cleaned", ".swap", ".checkpoint", ".checkpoint.part", ".tmp")
+_SEGMENT_FILE_SUFFIXES = (fm.LOG_SUFFIX, *_COMPANIONS, fm.SNAPSHOT_SUFFIX)
 _DIGITS = 20
 _HEAD = _DIGITS + 1  # a NUL, then a name's offset prefix
 _LOG_END = fm.LOG_SUFFIX + "\0"
