@@ -14,10 +14,13 @@ Issue 10's goal: planning takes at most 2x ``find`` over the same tree, measured
    distinct partitions; the others are byte copies (generation is the slow part, not what is
    measured);
 2. warms the page cache with one run of each, then alternates ``find DIR/logs`` (a
-   subprocess, output to /dev/null) and the plan in-process as ``retentiond plan`` does it:
+   subprocess, output to /dev/null), ``retentiond plan`` as a subprocess (output to
+   /dev/null; the headline figure) and the plan in-process as ``retentiond plan`` does it:
    read ``server.properties``, scan the log dir and the metadata log, plan every partition
    and render the plan text; medians of ``--repeat`` runs;
-3. prints each figure, the ratio, the machine and the load before and after.
+3. prints each figure (wall time, and the CPU time, user + system, of the two subprocesses:
+   on a shared machine the CPU ratio is the steadier one), the ratios, the machine and the
+   load before and after.
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ import gc
 import json
 import os
 import platform
+import resource
 import shutil
 import statistics
 import subprocess
@@ -41,6 +45,7 @@ from retentiond.engine.execute import RoundContext
 from retentiond.engine.guard import Guard
 from retentiond.engine.round import Mode, Round
 from retentiond.kinds.kafka.config import load_server_properties
+from retentiond.kinds.kafka.formats import LogSummary
 from retentiond.kinds.kafka.kind import Kafka
 from retentiond.kinds.kafka.plan import KafkaPlan, LogDirPlan
 from retentiond.kinds.kafka.policy import plan_partition
@@ -134,49 +139,59 @@ def prepare(root: Path, partitions: int, mix: str) -> tuple[Path, Path, int, flo
 
 
 def plan_text(
-    props: Path, now_ms: int, gc_paused: bool = False
+    props: Path, now_ms: int, gc_paused: bool = False, verdicts: bool = False
 ) -> tuple[str, Counter[str], list[float]]:
     """What ``retentiond plan --config server.properties`` prints, in-process: the config
     read, the scan (log dir and metadata log), every partition planned, the text rendered.
-    Returns the text, the verdicts and the seconds of (scan, plan, render).
+    Returns the text, the verdicts (counted over every segment only when ``verdicts``: that
+    expands every partition's decisions, which the text plan does not) and the seconds of
+    (scan, plan, render).
 
     The partitions are planned here with ``policy.plan_partition`` as ``Kafka.plan_round``
-    plans them, without the engine's hold pass over the deletions, which a plan does not
-    show (``--plan-round`` times ``plan_round`` itself). ``gc_paused``: the cyclic garbage
-    collector off for the whole plan, as an engine could run a round."""
+    plans them (each topic's config worked out once), without the engine's round
+    (``--plan-round`` times ``plan_round`` itself). ``gc_paused``: the cyclic garbage
+    collector off for the whole plan, as the engine runs a scan and plan."""
     paused = gc_paused and gc.isenabled()
     if paused:
         gc.disable()
     try:
-        return _plan_text(props, now_ms)
+        return _plan_text(props, now_ms, verdicts)
     finally:
         if paused:
             gc.enable()
 
 
-def _plan_text(props: Path, now_ms: int) -> tuple[str, Counter[str], list[float]]:
+def _plan_text(
+    props: Path, now_ms: int, count_verdicts: bool
+) -> tuple[str, Counter[str], list[float]]:
     t0 = time.perf_counter()
     server = load_server_properties(str(props))
     kind = Kafka(SimpleNamespace(config_hash="bench"), server)  # type: ignore[arg-type]
     snap = kind.scan(now_ms)
     t1 = time.perf_counter()
+    configs: dict[str, object] = {}
     try:
         planned = []
         for ld, locked in snap.log_dirs:
-            parts = tuple(
-                plan_partition(
-                    p,
-                    server.config_for(p.topic, snap.overrides, snap.broker_layers),
-                    now_ms=now_ms,
-                    high_watermarks=ld.high_watermarks,
-                    log_start_offsets=ld.log_start_offsets,
-                    cleaner_enabled=server.cleaner_enable,
-                    broker_running=not locked,
-                    time_index_compat=server.time_index_compat,
+            parts = []
+            for p in ld.partitions:
+                if p.topic not in configs:
+                    configs[p.topic] = server.config_for(
+                        p.topic, snap.overrides, snap.broker_layers
+                    )
+                parts.append(
+                    plan_partition(
+                        p,
+                        configs[p.topic],  # type: ignore[arg-type]
+                        now_ms=now_ms,
+                        high_watermarks=ld.high_watermarks,
+                        log_start_offsets=ld.log_start_offsets,
+                        cleaner_enabled=server.cleaner_enable,
+                        broker_running=not locked,
+                        time_index_compat=server.time_index_compat,
+                    )
                 )
-                for p in ld.partitions
-            )
-            planned.append(LogDirPlan(ld.path, locked, parts, ld.foreign, ld.errors))
+            planned.append(LogDirPlan(ld.path, locked, tuple(parts), ld, ld.errors))
     finally:
         for lock in kind.locks.values():
             lock.release()
@@ -187,7 +202,9 @@ def _plan_text(props: Path, now_ms: int) -> tuple[str, Counter[str], list[float]
     errors = [*snap.errors, *(e for ld in planned for e in ld.errors)]
     if errors or snap.metadata_error:
         raise SystemExit(f"the plan has errors: {errors[:3]} {snap.metadata_error}")
-    verdicts = Counter(f"{d.verdict}:{d.reason}" for d in plan.decisions())
+    verdicts: Counter[str] = Counter()
+    if count_verdicts:
+        verdicts.update(f"{d.verdict}:{d.reason}" for d in plan.decisions())
     return text, verdicts, [t1 - t0, t2 - t1, t3 - t2]
 
 
@@ -209,29 +226,81 @@ def plan_round_text(props: Path, now_ms: int) -> str:
     return kind.render_plan(kind.plan_round(kind.scan(now_ms), rnd))
 
 
-def time_cli(props: Path) -> float:
+def children_cpu() -> float:
+    """User + system seconds of the finished child processes so far."""
+    r = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return r.ru_utime + r.ru_stime
+
+
+HERE = Path(__file__).resolve().parent.parent  # the checkout this bench belongs to
+
+
+def time_cli(props: Path, checkout: Path = HERE) -> tuple[float, float]:
     """``retentiond plan --config server.properties`` as an operator runs it: a fresh
-    interpreter, the whole plan printed (to /dev/null). The headline figure."""
-    t0 = time.perf_counter()
+    interpreter, the whole plan printed (to /dev/null). The headline figure: (wall, CPU).
+    ``checkout``: whose ``retentiond`` (``--compare`` times another one beside it)."""
+    c0, t0 = children_cpu(), time.perf_counter()
     subprocess.run(
         [sys.executable, "-m", "retentiond", "plan", "--config", str(props)],
         stdout=subprocess.DEVNULL,
         check=True,
-        env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parent.parent)},
+        cwd=checkout,
+        env={**os.environ, "PYTHONPATH": str(checkout)},
     )
-    return time.perf_counter() - t0
+    return time.perf_counter() - t0, children_cpu() - c0
 
 
-def time_find(log_dir: Path) -> float:
-    t0 = time.perf_counter()
+def time_find(log_dir: Path) -> tuple[float, float]:
+    c0, t0 = children_cpu(), time.perf_counter()
     subprocess.run(["find", str(log_dir)], stdout=subprocess.DEVNULL, check=True)
-    return time.perf_counter() - t0
+    return time.perf_counter() - t0, children_cpu() - c0
 
 
 def timed(fn: object, *args: object) -> float:
     t0 = time.perf_counter()
     fn(*args)  # type: ignore[operator]
     return time.perf_counter() - t0
+
+
+def io_floor(props: Path, now_ms: int) -> tuple[float, float, str]:
+    """The I/O the plan cannot avoid, with no parsing and no planning: ``scandir`` of every
+    partition dir, then the ``.log`` reads (open, fstat, pread, close) and the ``lstat``s
+    the plan did (learnt from one plan first). (wall s, CPU s, what was done)."""
+    server = load_server_properties(str(props))
+    kind = Kafka(SimpleNamespace(config_hash="bench"), server)  # type: ignore[arg-type]
+    snap = kind.scan(now_ms, executes=False)
+    for ld, _locked in snap.log_dirs:
+        for p in ld.partitions:
+            plan_partition(
+                p,
+                server.config_for(p.topic, snap.overrides, snap.broker_layers),
+                now_ms=now_ms,
+                high_watermarks=ld.high_watermarks,
+                log_start_offsets=ld.log_start_offsets,
+            )
+    segs = [s for ld, _ in snap.log_dirs for p in ld.partitions for s in p.made if s]
+    read = [s.log_path for s in segs if isinstance(s._summary, LogSummary)]
+    was_read = set(read)
+    stat_only = [s.log_path for s in segs if s.known_identity and s.log_path not in was_read]
+    dirs = [p.path for ld, _ in snap.log_dirs for p in ld.partitions]
+    del snap, segs
+    flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC
+    dflags = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+    c0, t0 = resource.getrusage(resource.RUSAGE_SELF), time.perf_counter()
+    for d in dirs:
+        fd = os.open(d, dflags)
+        with os.scandir(fd) as it:
+            list(it)
+        os.close(fd)
+    for path in read:
+        fd = os.open(path, flags)
+        os.pread(fd, os.fstat(fd).st_size, 0)
+        os.close(fd)
+    for path in stat_only:
+        os.lstat(path)
+    c1, t1 = resource.getrusage(resource.RUSAGE_SELF), time.perf_counter()
+    cpu = c1.ru_utime + c1.ru_stime - c0.ru_utime - c0.ru_stime
+    return t1 - t0, cpu, f"{len(dirs)} dirs listed, {len(read)} reads, {len(stat_only)} lstats"
 
 
 def machine() -> str:
@@ -260,6 +329,17 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--partitions", type=int, default=10_000)
     ap.add_argument("--mix", choices=sorted(MIXES), default="moderate")
     ap.add_argument("--plan-round", action="store_true", help="also time Kafka.plan_round")
+    ap.add_argument(
+        "--io-floor",
+        action="store_true",
+        help="also time the plan's unavoidable I/O alone (listing, reads, stats)",
+    )
+    ap.add_argument(
+        "--compare",
+        type=Path,
+        help="another checkout (e.g. an export of the previous commit) whose CLI plan is "
+        "timed in the same runs",
+    )
     args = ap.parse_args(argv)
 
     log_dir, props, now_ms, took = prepare(args.dir, args.partitions, args.mix)
@@ -274,44 +354,73 @@ def main(argv: list[str] | None = None) -> int:
     )
     print(f"load before: {load()}", flush=True)
 
-    text, verdicts, _ = plan_text(props, now_ms)  # warm-up, and what the plan says
-    timed(time_find, log_dir)
+    text, verdicts, _ = plan_text(props, now_ms, verdicts=True)  # warm-up, what it says
+    time_find(log_dir)
     print(f"plan: {text.count(chr(10))} lines; verdicts: ")
     for k, v in sorted(verdicts.items()):
         print(f"  {k}: {v}")
-    finds: list[float] = []
+    finds: list[tuple[float, float]] = []
+    clis: list[tuple[float, float]] = []
     plans: list[float] = []
     parts: list[list[float]] = []
     rounds: list[float] = []
     no_gc: list[float] = []
-    clis: list[float] = []
-    timed(time_cli, props)  # warm-up
+    others: list[tuple[float, float]] = []
+    time_cli(props)  # warm-up
+    if args.compare:
+        time_cli(props, args.compare)
     for _ in range(args.repeat):
         finds.append(time_find(log_dir))
         clis.append(time_cli(props))
+        if args.compare:
+            others.append(time_cli(props, args.compare))
         t0 = time.perf_counter()
         parts.append(plan_text(props, now_ms)[2])
         plans.append(time.perf_counter() - t0)
         no_gc.append(timed(plan_text, props, now_ms, True))
         if args.plan_round:
             rounds.append(timed(plan_round_text, props, now_ms))
-    f, p, c = statistics.median(finds), statistics.median(plans), statistics.median(clis)
-    print(f"find <logdir>:                {_ms(finds)}")
-    print(f"retentiond plan, CLI:         {_ms(clis)}")
+    f_wall, c_wall = [w for w, _ in finds], [w for w, _ in clis]
+    f_cpu, c_cpu = [c for _, c in finds], [c for _, c in clis]
+    f, c = statistics.median(f_wall), statistics.median(c_wall)
+    print(f"find <logdir>:                {_ms(f_wall)}; CPU {_ms(f_cpu)}")
+    print(f"retentiond plan, CLI:         {_ms(c_wall)}; CPU {_ms(c_cpu)}")
     cli_ratio = c / f
+    cpu_ratio = statistics.median(c_cpu) / statistics.median(f_cpu)
     print(
-        f"CLI plan / find: {cli_ratio:.2f}x (goal <= 2x: {'met' if cli_ratio <= 2 else 'NOT met'})"
+        f"CLI plan / find: {cli_ratio:.2f}x wall, {cpu_ratio:.2f}x CPU "
+        f"(goal <= 2x: {'met' if cli_ratio <= 2 else 'NOT met'})"
     )
+    if others:
+        o_wall, o_cpu = [w for w, _ in others], [c for _, c in others]
+        print(f"{args.compare} CLI: {_ms(o_wall)}; CPU {_ms(o_cpu)}")
+        print(
+            f"  / find: {statistics.median(o_wall) / f:.2f}x wall, "
+            f"{statistics.median(o_cpu) / statistics.median(f_cpu):.2f}x CPU"
+        )
+    p = statistics.median(plans)
     print(f"plan, in-process:             {_ms(plans)}")
     for i, what in enumerate(("scan + metadata", "plan_partition x all", "render text")):
         print(f"  {what:<26}  {_ms([x[i] for x in parts])}")
-    ratio = p / f
-    print(f"in-process plan / find: {ratio:.2f}x")
+    print(f"in-process plan / find: {p / f:.2f}x")
     g = statistics.median(no_gc)
     print(f"plan, cyclic GC paused:       {_ms(no_gc)}  = {g / f:.2f}x find")
     if rounds:
         r = statistics.median(rounds)
         print(f"Kafka.plan_round + render:    {_ms(rounds)}  = {r / f:.2f}x find")
+    if args.io_floor:
+        floors = []
+        for _ in range(args.repeat):
+            fw, fc = time_find(log_dir)
+            w, cpu, what = io_floor(props, now_ms)
+            floors.append((w, cpu, fw, fc))
+        print(f"I/O floor ({what}):")
+        print(f"  wall {_ms([x[0] for x in floors])}; CPU {_ms([x[1] for x in floors])}")
+        print(
+            "  / find (each beside its own find run): "
+            f"{statistics.median(x[0] / x[2] for x in floors):.2f}x wall, "
+            f"{statistics.median(x[1] / x[3] for x in floors):.2f}x CPU"
+        )
     print(f"load after: {load()}")
     return 0
 

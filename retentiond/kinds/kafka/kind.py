@@ -163,7 +163,7 @@ class Kafka:
                 # nothing in what it returns (the partitions' own plans).
                 if locked and not ld.errors and rnd.executes:
                     self._carry_out(ld, parts, rnd)
-                planned.append(LogDirPlan(ld.path, locked, parts, ld.foreign, ld.errors))
+                planned.append(LogDirPlan(ld.path, locked, parts, ld, ld.errors))
         finally:
             for lock in self.locks.values():
                 lock.release()
@@ -180,7 +180,6 @@ class Kafka:
             manual=rnd.manual,
             dry_run=not rnd.executes,
             errors=tuple(errors),
-            foreign=tuple(f for p in planned for f in p.foreign),
         )
 
     def _carry_out(self, ld: LogDirSnapshot, parts: tuple, rnd: Round) -> None:
@@ -250,6 +249,9 @@ class Kafka:
 
     # ---- for people and dashboards ------------------------------------------------------
     def render_plan(self, plan: KafkaPlan, *, all_queue_files: bool = False) -> str:  # type: ignore[override]
+        """Per partition: its offsets, a line per segment the passes handed over and one for
+        the first segment kept (what stopped the prefix), then how many are kept behind it;
+        ``all_queue_files`` (``plan --all``) lists every segment with its own reason."""
         lines = []
         for ld in plan.log_dirs:
             head = "" if ld.locked else "  (plan-only: another process holds .lock)"
@@ -261,10 +263,20 @@ class Kafka:
                     f"  {p.partition.name.name}: LSO {p.log_start_offset} HW {p.high_watermark}"
                     f" LEO {p.log_end_offset} -> LSO {p.new_log_start_offset}"
                 )
-                for d in p.decisions:
+                for d in p.decisions if all_queue_files else p.head:
                     lines.append(
                         f"    {d.start_offset:>20} {d.verdict.value:<6} {d.reason.value}"
                         + (f" ({d.detail})" if d.detail else "")
+                    )
+                if p.behind and not all_queue_files:
+                    why = p.behind_reason
+                    lines.append(
+                        f"    {'':>20} ... {p.behind} more kept "
+                        + (
+                            f"({why.value})"
+                            if why is not None
+                            else f"behind {p.head[-1].start_offset}"
+                        )
                     )
         return "\n".join(lines) + "\n"
 

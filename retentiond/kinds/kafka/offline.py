@@ -17,6 +17,7 @@ from __future__ import annotations
 import errno
 import fcntl
 import os
+import stat
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
@@ -99,9 +100,17 @@ def _partition_dir_fd(part_dir: str) -> int:
 
 
 def _unlink(path: str, result: OfflineResult) -> None:
+    """Unlink a companion, a snapshot or a leftover: only a regular file (an ``lstat``
+    through the partition dir first). A symlink or anything else under such a name is
+    left alone and said so; the scan reports it as foreign."""
     fd = _partition_dir_fd(os.path.dirname(path))
+    name = os.path.basename(path)
     try:
-        os.unlink(os.path.basename(path), dir_fd=fd)
+        st = os.stat(name, dir_fd=fd, follow_symlinks=False)
+        if not stat.S_ISREG(st.st_mode):
+            result.errors.append(f"{path}: not a regular file, left alone")
+            return
+        os.unlink(name, dir_fd=fd)
         result.deleted.append(path)
     except FileNotFoundError:
         pass

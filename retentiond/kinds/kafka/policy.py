@@ -15,8 +15,9 @@ timestamp pinning a partition is visible in the plan.
 from __future__ import annotations
 
 from bisect import bisect_right
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
+from functools import cached_property
 
 from retentiond.engine.decision import Decision
 from retentiond.kinds.kafka import formats as fm
@@ -45,28 +46,77 @@ class TopicConfig:
         return "delete" in self.cleanup_policy
 
 
-@dataclass(frozen=True)
 class PartitionPlan:
-    """One partition's verdicts, and what carrying them out changes."""
+    """One partition's verdicts, and what carrying them out changes.
 
-    partition: Partition
-    decisions: tuple[Decision, ...]  # one per segment, in base-offset order
-    log_start_offset: int  # before
-    high_watermark: int
-    log_end_offset: int
-    new_log_start_offset: int  # after the planned deletions
-    roll_offset: int | None  # an empty segment to create first (every segment goes)
+    Compact, as a plan over 10,000 partitions needs it: ``head`` holds a ``Decision`` for
+    each segment the passes handed over (deleted, or kept as ``broker_running``) and one for
+    the first segment kept, whose reason says what stopped the prefix; the ``behind``
+    segments after it are only counted. ``decisions`` gives every segment's verdict, worked
+    out on first use from what the passes already know (no I/O), exactly as if it had been
+    built with the head: the JSON document, ``plan --all`` and the daemon's figures ask for
+    it, the text plan does not.
+    """
+
+    def __init__(
+        self,
+        partition: Partition,
+        head: tuple[Decision, ...],
+        prefix: int,  # how many of ``head`` the passes handed over
+        log_start_offset: int,  # before
+        high_watermark: int,
+        log_end_offset: int,
+        new_log_start_offset: int,  # after the planned deletions
+        roll_offset: int | None,  # an empty segment to create first (every segment goes)
+        rest: Callable[[], Iterable[Decision]] | None = None,  # the segments behind ``head``
+        behind_reason: Reason | None = None,  # the reason of every segment behind, if one
+    ) -> None:
+        self.partition = partition
+        self.head = head
+        self.prefix = prefix
+        self.log_start_offset = log_start_offset
+        self.high_watermark = high_watermark
+        self.log_end_offset = log_end_offset
+        self.new_log_start_offset = new_log_start_offset
+        self.roll_offset = roll_offset
+        self._rest = rest
+        self.behind = len(partition.bases) - len(head)
+        self.behind_reason = behind_reason
+
+    def __repr__(self) -> str:
+        return f"PartitionPlan({self.partition.name.name}, {self.prefix} handed over)"
 
     @property
+    def stop(self) -> Decision | None:
+        """The first segment kept, with what stopped the prefix (None: every one goes)."""
+        return self.head[self.prefix] if len(self.head) > self.prefix else None
+
+    @cached_property
     def deletions(self) -> tuple[Decision, ...]:
-        return tuple(d for d in self.decisions if d.delete)
+        return tuple(d for d in self.head[: self.prefix] if d.delete)
+
+    @cached_property
+    def decisions(self) -> tuple[Decision, ...]:
+        """One per segment, in base-offset order."""
+        if self._rest is None or not self.behind:
+            return self.head
+        return (*self.head, *self._rest())
 
 
 def _keep_all(
     part: Partition, reason: Reason, detail: str, lso: int = 0, hw: int = 0, leo: int = 0
 ) -> PartitionPlan:
-    decisions = tuple(_decision(part, s, Verdict.KEEP, reason, detail) for s in part.segments)
-    return PartitionPlan(part, decisions, lso, hw, leo, lso, None)
+    """Every segment kept for the same reason: the first one built, the rest on demand."""
+    n = len(part.bases)
+    if not n:
+        return PartitionPlan(part, (), 0, lso, hw, leo, lso, None)
+    first = (_decision(part, part.segment(0), Verdict.KEEP, reason, detail),)
+
+    def rest() -> Iterator[Decision]:
+        for i in range(1, n):
+            yield _decision(part, part.segment(i), Verdict.KEEP, reason, detail)
+
+    return PartitionPlan(part, first, 0, lso, hw, leo, lso, None, rest, reason)
 
 
 def _decision(
@@ -130,7 +180,7 @@ def plan_partition(
         return _keep_all(
             part, Reason.CLEANER_DISABLED, "compacted topic and log.cleaner.enable=false"
         )
-    if not part.segments:
+    if not part.bases:
         return _keep_all(part, Reason.WITHIN_RETENTION, "no segments")
 
     tp = (part.topic, part.partition)
@@ -138,7 +188,7 @@ def plan_partition(
         leo = part.log_end_offset
     except (OSError, fm.FormatError) as e:
         return _keep_all(part, Reason.UNREADABLE, f"log end offset unknown: {e}")
-    first_base = part.segments[0].base_offset
+    first_base = part.bases[0]
     lso = max((log_start_offsets or {}).get(tp, first_base), first_base)
     hw_raw = (high_watermarks or {}).get(tp, 0)
     hw = min(max(hw_raw, lso), leo)
@@ -161,7 +211,8 @@ def _plan(
     broker_running: bool,
     time_index_compat: bool,
 ) -> PartitionPlan:
-    """The three passes, then a reason for every segment.
+    """The three passes, the first segment kept and why; the reasons of the segments behind
+    it when asked for.
 
     Every pass deletes a prefix, so the evolving segment list of §2.7 is
     ``segments[start:]``, plus the empty segment a roll adds once ``start`` reaches the end
@@ -169,13 +220,14 @@ def _plan(
     read only where Kafka's own passes look: the prefix that goes and the first segment that
     stays; sizes only by the size pass (and of the last segment, known from its read).
     """
-    segments = part.segments
-    n = len(segments)
-    bases = [s.base_offset for s in segments]
+    seg = part.segment
+    made = part.made  # the Segment objects made so far (None where not): seg() without a call
+    bases = part.bases
+    n = len(bases)
     uppers = [*bases[1:], leo]  # each segment's next base offset, the last one's LEO
     # hw >= upper holds for a prefix of the segments (uppers only grow): its length
     hw_end = bisect_right(uppers, hw)
-    active = segments[-1]
+    active = seg(n - 1)
     retention_ms = config.retention_ms
 
     def largest(s: Segment) -> tuple[int, bool]:
@@ -183,7 +235,9 @@ def _plan(
             return s.time_index_largest
         return s.largest_timestamp
 
-    reasons: list[tuple[Reason, str] | None] = [None] * n
+    by_batches = not time_index_compat
+
+    handed: list[tuple[Reason, str]] = []  # the reason of each segment of the prefix
     start = 0
     new_lso = lso
     roll_offset: int | None = None
@@ -192,7 +246,7 @@ def _plan(
         """How many segments from ``start`` Kafka's ``deletableSegments`` hands over."""
         i = start
         while i < n and i < hw_end:
-            if i == n - 1 and segments[i].size == 0:
+            if i == n - 1 and active.size == 0:
                 break  # the trailing empty segment
             if not pred(i):
                 break
@@ -203,8 +257,7 @@ def _plan(
         nonlocal start, new_lso, roll_offset
         if not count:
             return
-        for i in range(start, start + count):
-            reasons[i] = (reason, detail(i))
+        handed.extend((reason, detail(i)) for i in range(start, start + count))
         start += count
         if start == n:
             roll_offset = leo  # roll(): the new active segment at LEO
@@ -220,13 +273,14 @@ def _plan(
 
     def timestamp(i: int) -> int | None:
         try:
-            return largest(segments[i])[0]
+            s = made[i] or seg(i)
+            return (s.largest_timestamp if by_batches else largest(s))[0]
         except (OSError, fm.FormatError) as e:
             ts_errors[i] = str(e)
             return None
 
     def age_detail(i: int) -> str:
-        ts, from_mtime = largest(segments[i])
+        ts, from_mtime = largest(seg(i))
         src = "mtime" if from_mtime else "largest timestamp"
         return f"{src} {ts}: age {now_ms - ts} ms, retention.ms {retention_ms}"
 
@@ -234,13 +288,13 @@ def _plan(
         # 2. size: the longest prefix whose sizes fit in (size - retention.bytes)
         limit = config.retention_bytes
         if limit >= 0:
-            total = sum(segments[i].size for i in range(start, n))
+            total = sum([(made[i] or seg(i)).size for i in range(start, n)])
             if total >= limit:
                 diff = total - limit
 
                 def size_pred(i: int) -> bool:
                     nonlocal diff
-                    size = segments[i].size
+                    size = (made[i] or seg(i)).size
                     if diff - size >= 0:
                         diff -= size
                         return True
@@ -265,7 +319,7 @@ def _plan(
     # only what is known without reading is told (the high watermark, the empty active
     # segment, a timestamp already read), the rest stays because the prefix ended there.
     def own_reason(i: int, read: bool) -> tuple[Reason, str] | None:
-        if i == n - 1 and segments[i].size == 0:
+        if i == n - 1 and active.size == 0:
             return Reason.EMPTY_ACTIVE_SEGMENT, "the trailing empty segment is never deleted"
         if i >= hw_end:
             why = " (no high watermark checkpointed)" if no_hw else ""
@@ -279,7 +333,7 @@ def _plan(
             if ts is None:
                 return Reason.UNREADABLE, ts_errors.get(i, "unreadable")
         else:
-            s = segments[i]
+            s = seg(i)
             known = s.known_largest(time_index_compat and s is not active)
             if known is None:
                 return None  # never read: Kafka's pass stopped before it
@@ -290,50 +344,17 @@ def _plan(
             return None
         return Reason.WITHIN_RETENTION, age_detail(i)
 
-    if start < n:
-        first = own_reason(start, read=True) or (Reason.WITHIN_RETENTION, "within retention")
-        reasons[start] = first
-        first_path = segments[start].log_path
-        if first[0] is Reason.FUTURE_TIMESTAMP:
-            behind = (
-                Reason.FUTURE_TIMESTAMP,
-                f"behind {first_path}, whose largest timestamp is in the future",
-            )
-        else:
-            behind = (Reason.AFTER_FIRST_KEPT, f"behind {first_path} ({first[0]})")
-        last = n - 1
-        if not config.delete:
-            quick: tuple[Reason, str] | None = _COMPACTED
-        elif retention_ms < 0:
-            quick = _UNLIMITED
-        else:
-            quick = None  # behind, unless its timestamp happens to be known
-        for i in range(start + 1, n):
-            if i == last or i >= hw_end:
-                reasons[i] = own_reason(i, read=False) or behind
-            elif quick is not None:
-                reasons[i] = quick
-            else:
-                s = segments[i]
-                if s.known_largest(time_index_compat and s is not active) is None:
-                    reasons[i] = behind
-                else:
-                    reasons[i] = own_reason(i, read=False) or behind
-
-    # The passes set a reason for segments[:start] (all deletions) and nothing else does.
-    decisions = []
+    # The head: a Decision for every segment the passes handed over, then the first kept.
     topic, partition = part.topic, part.partition
-    for i, s in enumerate(segments):
-        reason, detail = reasons[i]  # type: ignore[misc]
-        if i < start:
-            if broker_running:
-                verdict, reason, detail = _KEEP, Reason.BROKER_RUNNING, f"would go: {reason}"
-                identity = s.known_identity
-            else:
-                verdict, identity = _DELETE, s.identity  # what the executor re-checks
+    head: list[Decision] = []
+    for i, (reason, detail) in enumerate(handed):
+        s = seg(i)
+        if broker_running:
+            verdict, reason, detail = _KEEP, Reason.BROKER_RUNNING, f"would go: {reason}"
+            identity = s.known_identity
         else:
-            verdict, identity = _KEEP, s.known_identity
-        decisions.append(
+            verdict, identity = _DELETE, s.identity  # what the executor re-checks
+        head.append(
             _new_tuple(
                 Decision,
                 (
@@ -350,9 +371,74 @@ def _plan(
                 ),
             )
         )
+    rest: Callable[[], Iterator[Decision]] | None = None
+    if start < n:
+        first = own_reason(start, read=True) or (Reason.WITHIN_RETENTION, "within retention")
+        s = seg(start)
+        head.append(
+            _new_tuple(
+                Decision,
+                (
+                    _SEGMENT,
+                    s.log_path,
+                    _KEEP,
+                    first[0],
+                    s.known_identity,
+                    bases[start],
+                    uppers[start],
+                    topic,
+                    partition,
+                    first[1],
+                ),
+            )
+        )
+
+        def rest() -> Iterator[Decision]:
+            """The segments behind the first kept one, from what is already known."""
+            first_path = seg(start).log_path
+            if first[0] is Reason.FUTURE_TIMESTAMP:
+                behind = (
+                    Reason.FUTURE_TIMESTAMP,
+                    f"behind {first_path}, whose largest timestamp is in the future",
+                )
+            else:
+                behind = (Reason.AFTER_FIRST_KEPT, f"behind {first_path} ({first[0]})")
+            last = n - 1
+            if not config.delete:
+                quick: tuple[Reason, str] | None = _COMPACTED
+            elif retention_ms < 0:
+                quick = _UNLIMITED
+            else:
+                quick = None  # behind, unless its timestamp happens to be known
+            for i in range(start + 1, n):
+                s = seg(i)
+                if i == last or i >= hw_end:
+                    reason, detail = own_reason(i, read=False) or behind
+                elif quick is not None:
+                    reason, detail = quick
+                elif s.known_largest(time_index_compat and s is not active) is None:
+                    reason, detail = behind
+                else:
+                    reason, detail = own_reason(i, read=False) or behind
+                yield _new_tuple(
+                    Decision,
+                    (
+                        _SEGMENT,
+                        s.log_path,
+                        _KEEP,
+                        reason,
+                        s.known_identity,
+                        bases[i],
+                        uppers[i],
+                        topic,
+                        partition,
+                        detail,
+                    ),
+                )
+
     if broker_running:
         new_lso, roll_offset = lso, None
-    return PartitionPlan(part, tuple(decisions), lso, hw, leo, new_lso, roll_offset)
+    return PartitionPlan(part, tuple(head), len(handed), lso, hw, leo, new_lso, roll_offset, rest)
 
 
 _SEGMENT = Kind.KAFKA_SEGMENT

@@ -1,11 +1,17 @@
 """A Kafka log dir, read once into an immutable snapshot (spec §3, §9 "inputs").
 
 The scan never follows a symlink inside a log dir and never opens a file for writing. It lists
-each partition dir once (``scandir``: the entry types come with the listing) and reads only
-the root checkpoints. Everything else is read when a policy first asks for it, because
+each partition dir once (``scandir`` through a descriptor: the entry types come with the
+listing; the ``.log`` names picked out in bulk) and reads only the root checkpoints. A
+partition is its base offsets and its listing; a ``Segment`` object is made only for a
+segment the plan looks at. Everything else is read when a policy first asks for it, because
 Kafka's passes stop at the first segment that does not qualify and a plan over 10,000
 partitions must not cost much more than listing them:
 
+- only regular files are segments: a symlink or a directory under a segment's name is
+  foreign. What changes after the listing is caught where it matters: a segment is read
+  with ``O_NOFOLLOW`` and must ``fstat`` as a regular file, one that is deleted is
+  ``lstat``-ed as one first (and the executor checks again before the unlink);
 - a segment's ``FileIdentity`` (its ``.log``'s stat: the size for the size pass, the mtime
   for the timestamp fallback, and what an unlink is later checked against) is taken from the
   ``fstat`` of the read that needs it, else from one ``lstat`` on first use;
@@ -22,9 +28,10 @@ from __future__ import annotations
 import mmap
 import os
 import stat
-from collections.abc import Set as AbstractSet
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
+from operator import attrgetter
 
 from retentiond.engine.identity import FileIdentity, identity_of
 from retentiond.kinds.kafka import formats as fm
@@ -51,54 +58,79 @@ _NOT_READ = object()
 
 class Segment:
     """One segment: its ``.log`` and the companions present beside it. What the disk says
-    about it (identity, batches, time index) is read once, on first use, and kept; a read that
-    fails is remembered too and raises again, so one segment has one story per plan."""
+    about it (its stat, batches, time index) is read once, on first use, and kept; a read
+    that fails is remembered too and raises again, so one segment has one story per plan."""
 
-    __slots__ = ("_identity", "_listing", "_summary", "_time_index", "base_offset", "log_path")
+    __slots__ = (
+        "_identity",
+        "_largest",
+        "_owner",
+        "_stat",
+        "_summary",
+        "_time_index",
+        "base_offset",
+        "log_path",
+    )
 
     def __init__(
         self,
         base_offset: int,
         log_path: str,
-        listing: AbstractSet[str] = frozenset(),  # the names in its partition dir
+        owner: Partition | None = None,  # its partition (for the listing)
         identity: FileIdentity | None = None,
     ) -> None:
         self.base_offset = base_offset
         self.log_path = log_path
-        self._listing = listing
+        self._owner = owner
         self._identity: FileIdentity | None = identity
+        self._stat: os.stat_result | None = None  # the first stat taken, if any
         self._summary: object = _NOT_READ
         self._time_index: object = _NOT_READ
+        self._largest: tuple[int, bool] | None = None
 
     @property
     def companions(self) -> frozenset[str]:
         """The suffixes present beside the ``.log`` when the partition dir was listed."""
+        if self._owner is None:
+            return frozenset()
+        listing = self._owner.listing
         prefix = fm.offset_prefix(self.base_offset)
-        return frozenset(s for s in _COMPANIONS if prefix + s in self._listing)
+        return frozenset(s for s in _COMPANIONS if prefix + s in listing)
 
     def __repr__(self) -> str:
         return f"Segment({self.base_offset}, {self.log_path!r})"
+
+    def _lstat(self) -> os.stat_result:
+        st = os.lstat(self.log_path)
+        if not stat.S_ISREG(st.st_mode):
+            raise OSError(f"{self.log_path}: no longer a regular file")
+        self._stat = st
+        return st
 
     @property
     def identity(self) -> FileIdentity:
         """The ``.log`` as first seen: from the read's ``fstat`` if it was read, else an
         ``lstat`` now (OSError if it has gone)."""
-        if self._identity is None:
-            st = os.lstat(self.log_path)
-            if not stat.S_ISREG(st.st_mode):
-                raise OSError(f"{self.log_path}: no longer a regular file")
-            self._identity = identity_of(st)
-        return self._identity
+        ident = self._identity
+        if ident is None:
+            st = self._stat
+            ident = self._identity = identity_of(st if st is not None else self._lstat())
+        return ident
 
     @property
     def known_identity(self) -> FileIdentity | None:
         """The identity if something has already stat'ed the ``.log``; never any I/O."""
+        if self._identity is None and self._stat is not None:
+            self._identity = identity_of(self._stat)
         return self._identity
 
     @property
     def size(self) -> int:
         """FileRecords.sizeInBytes of a loaded segment: the ``.log`` length."""
-        return self.identity.size
+        if self._identity is not None:
+            return self._identity.size
+        st = self._stat
+        return (st if st is not None else self._lstat()).st_size
 
     @property
     def summary(self) -> fm.LogSummary:
@@ -121,22 +153,39 @@ class Segment:
             st = os.fstat(fd)
             if not stat.S_ISREG(st.st_mode):
                 raise OSError(f"{self.log_path}: not a regular file")
-            if self._identity is None:
-                self._identity = identity_of(st)
+            if self._stat is None and self._identity is None:
+                self._stat = st
             size = st.st_size
-            if size == 0:
-                return fm.summarize_log(b"", self.log_path)
             if size <= _READ_WHOLE_MAX:
-                return fm.summarize_log(os.pread(fd, size, 0), self.log_path)
-            with mmap.mmap(fd, 0, access=mmap.ACCESS_READ) as m:
-                return fm.summarize_log(m, self.log_path)
+                data = os.pread(fd, size, 0) if size else b""
+            else:
+                with mmap.mmap(fd, 0, access=mmap.ACCESS_READ) as m:
+                    return fm.summarize_log(m, self.log_path)
         finally:
             os.close(fd)
+        return fm.summarize_log(data, self.log_path)
+
+    def _mtime_ms(self) -> int:
+        ident = self._identity
+        if ident is not None:
+            return ident.mtime_ms
+        st = self._stat
+        return (st if st is not None else self._lstat()).st_mtime_ns // 1_000_000
 
     @property
     def largest_timestamp(self) -> tuple[int, bool]:
         """(LogSegment.largestTimestamp, whether the mtime fallback was used)."""
-        return fm.largest_timestamp(self.summary, self.identity.mtime_ms)
+        got = self._largest
+        if got is None:
+            summary = self._summary
+            if summary is _NOT_READ or isinstance(summary, Exception):
+                summary = self.summary  # reads it, or raises what the read raised
+            if summary.max_timestamp >= 0:  # type: ignore[attr-defined]
+                got = (summary.max_timestamp, False)
+            else:
+                got = fm.largest_timestamp(summary, self._mtime_ms())  # type: ignore[arg-type]
+            self._largest = got
+        return got
 
     @property
     def time_index_largest(self) -> tuple[int, bool]:
@@ -161,7 +210,7 @@ class Segment:
             entries = []
         if entries and entries[-1][0] >= 0:
             return entries[-1][0], False
-        return self.identity.mtime_ms, True
+        return self._mtime_ms(), True
 
     def known_largest(self, time_index: bool) -> tuple[int, bool] | None:
         """The largest timestamp if it is known without any I/O (the batches or time index
@@ -170,25 +219,47 @@ class Segment:
         if time_index:
             got = self._time_index
             return None if got is _NOT_READ or isinstance(got, Exception) else got  # type: ignore[return-value]
+        if self._largest is not None:
+            return self._largest
         summary = self._summary
-        if summary is _NOT_READ or isinstance(summary, Exception) or self._identity is None:
+        if summary is _NOT_READ or isinstance(summary, Exception):
             return None
-        return fm.largest_timestamp(summary, self._identity.mtime_ms)  # type: ignore[arg-type]
+        if self._identity is None and self._stat is None:
+            return None
+        return self.largest_timestamp
 
     def path(self, suffix: str) -> str:
         return self.log_path[: -len(fm.LOG_SUFFIX)] + suffix
 
 
-@dataclass(frozen=True)
 class Partition:
-    """A partition dir; ``segments`` in base-offset order (the last is the active one)."""
+    """A partition dir, compactly: its listing and the base offsets of its ``.log`` files in
+    order (the last is the active segment). ``Segment`` objects, which carry what was read of
+    a segment, are made on first use (``segment(i)``): a plan touches a few per partition.
+    Everything else the listing says (companions, snapshots, leftovers, foreign names, the
+    leader-epoch file) is worked out when asked for, which only a deletion or a report does.
+    """
 
-    path: str
-    name: fm.PartitionDirName
-    segments: tuple[Segment, ...]
-    listing: AbstractSet[str] = frozenset()  # the regular files' names, as listed
-    leader_epoch_file: str | None = None  # None: no leader-epoch-checkpoint
-    leftovers: tuple[str, ...] = ()  # *.deleted files the broker purges at its next load
+    def __init__(
+        self,
+        path: str,
+        name: fm.PartitionDirName,
+        bases: Sequence[int],
+        names: Sequence[str] = (),
+        prefixes: Sequence[str] | None = None,
+        odd: Sequence[tuple[str, bool]] = (),
+    ) -> None:
+        self.path = path
+        self.name = name
+        self.bases = bases  # base offsets, ascending
+        self.names = names  # the regular files' names, as listed
+        self.odd = odd  # (name, is a symlink) of every entry that is no regular file
+        # the 20-digit file-name prefixes in the order of ``bases`` (built when not given)
+        self._prefixes = prefixes
+        self.made: list[Segment | None] = [None] * len(bases)  # by ``segment(i)``
+
+    def __repr__(self) -> str:
+        return f"Partition({self.path!r}, {len(self.bases)} segments)"
 
     @property
     def topic(self) -> str:
@@ -198,10 +269,91 @@ class Partition:
     def partition(self) -> int:
         return self.name.partition
 
+    def __len__(self) -> int:
+        return len(self.bases)
+
+    def segment(self, i: int) -> Segment:
+        """The ``i``-th segment (negative from the end), made once and kept, so what is read
+        of it is read once per plan."""
+        seg = self.made[i]
+        if seg is None:
+            pre = self._prefixes
+            prefix = pre[i] if pre is not None else fm.offset_prefix(self.bases[i])
+            seg = Segment(self.bases[i], f"{self.path}/{prefix}{fm.LOG_SUFFIX}", self)
+            self.made[i] = seg
+        return seg
+
+    @property
+    def segments(self) -> tuple[Segment, ...]:
+        """Every segment, in base-offset order."""
+        return tuple(self.segment(i) for i in range(len(self.bases)))
+
+    @cached_property
+    def listing(self) -> frozenset[str]:
+        """The names in the dir, as listed."""
+        return frozenset(self.names)
+
+    @cached_property
+    def _classified(self) -> tuple[str | None, tuple[str, ...], tuple[tuple[str, str], ...]]:
+        """(leader-epoch file, ``.deleted`` leftovers, foreign entries) from the names that
+        no segment accounts for, and the entries that are no regular file."""
+        path = self.path
+        pre = self._prefixes
+        prefixes = set(pre if pre is not None else map(fm.offset_prefix, self.bases))
+        # every name a segment accounts for set aside in bulk (a daemon round asks for
+        # this of every partition); only what is left is looked at one by one
+        rest = set(self.names)
+        rest.difference_update([p + sfx for p in prefixes for sfx in _SEGMENT_FILE_SUFFIXES])
+        epochs: str | None = None
+        leftovers: list[str] = []
+        foreign: list[tuple[str, str]] = []
+        orphans: set[str] = set()
+        for n in rest:
+            parsed = fm.parse_segment_file_name(n)
+            if parsed is not None:
+                if parsed[1] != fm.SNAPSHOT_SUFFIX and n[:_DIGITS] not in prefixes:
+                    orphans.add(n[:_DIGITS])  # an index whose .log is not there
+            elif n == fm.LEADER_EPOCH_CHECKPOINT:
+                epochs = f"{path}/{n}"
+            elif n in _PARTITION_FILES:
+                continue
+            elif n.endswith(fm.DELETED_SUFFIX):
+                if not n.endswith(".checkpoint" + fm.DELETED_SUFFIX):
+                    leftovers.append(f"{path}/{n}")
+            elif not n.endswith(_TRANSIENT_SUFFIXES):
+                foreign.append((f"{path}/{n}", "not a Kafka segment file"))
+        for n, is_symlink in self.odd:
+            full = f"{path}/{n}"
+            if is_symlink:
+                foreign.append((full, "symlink (never followed)"))
+            elif n == fm.LEADER_EPOCH_CHECKPOINT:
+                epochs = full  # not a regular file: reading it says so
+            elif n not in _PARTITION_FILES and not n.endswith(_TRANSIENT_SUFFIXES):
+                foreign.append((full, "not a Kafka segment file"))
+        foreign.extend((f"{path}/{p}", "index without .log") for p in orphans)
+        foreign.sort()
+        leftovers.sort()
+        return epochs, tuple(leftovers), tuple(foreign)
+
+    @property
+    def leader_epoch_file(self) -> str | None:
+        """The ``leader-epoch-checkpoint`` path, None when the dir has none."""
+        return self._classified[0]
+
+    @property
+    def leftovers(self) -> tuple[str, ...]:
+        """``*.deleted`` files the broker purges at its next load."""
+        return self._classified[1]
+
+    @property
+    def foreign(self) -> tuple[tuple[str, str], ...]:
+        """Names in the dir that are no Kafka file: reported, never touched."""
+        return self._classified[2]
+
     @cached_property
     def snapshots(self) -> tuple[int, ...]:
         """The producer snapshot offsets present, in order."""
-        parsed = (fm.parse_segment_file_name(n) for n in self.listing)
+        parsed = (fm.parse_segment_file_name(n) for n in self.names)
         return tuple(sorted(p[0] for p in parsed if p and p[1] == fm.SNAPSHOT_SUFFIX))
 
     @cached_property
@@ -231,9 +383,9 @@ class Partition:
     def log_end_offset(self) -> int:
         """The next offset of the last segment's last batch, or its base offset when empty
         (§4.4); a partition without segments has none (Kafka would create one at the LSO)."""
-        if not self.segments:
+        if not self.bases:
             return 0
-        last = self.segments[-1]
+        last = self.segment(-1)
         nxt = last.summary.next_offset
         return last.base_offset if nxt is None else max(nxt, last.base_offset)
 
@@ -241,15 +393,21 @@ class Partition:
 @dataclass(frozen=True)
 class LogDirSnapshot:
     """One log dir as the scan found it. A checkpoint that is missing is None; one that
-    cannot be parsed is None with an error, so its consequences stay on the safe side."""
+    cannot be parsed is None with an error, so its consequences stay on the safe side.
+    ``root_foreign`` is what the log dir's own listing holds that is no partition dir;
+    ``foreign`` adds what the partition dirs hold, worked out when first asked for."""
 
     path: str
     partitions: tuple[Partition, ...]
     high_watermarks: dict[tuple[str, int], int] | None
     log_start_offsets: dict[tuple[str, int], int] | None
     recovery_points: dict[tuple[str, int], int] | None
-    foreign: tuple[tuple[str, str], ...] = ()
+    root_foreign: tuple[tuple[str, str], ...] = ()
     errors: tuple[str, ...] = field(default=())
+
+    @cached_property
+    def foreign(self) -> tuple[tuple[str, str], ...]:
+        return tuple(sorted([*self.root_foreign, *(f for p in self.partitions for f in p.foreign)]))
 
 
 def _checkpoint(path: str, errors: list[str]) -> dict[tuple[str, int], int] | None:
@@ -276,22 +434,56 @@ _PARTITION_FILES = {fm.LEADER_EPOCH_CHECKPOINT, "partition.metadata", "quorum-st
 _TRANSIENT_SUFFIXES = (".cleaned", ".swap", ".checkpoint", ".checkpoint.part", ".tmp")
 _SEGMENT_FILE_SUFFIXES = (fm.LOG_SUFFIX, *_COMPANIONS, fm.SNAPSHOT_SUFFIX)
 _DIGITS = 20
+_HEAD = _DIGITS + 1  # a NUL, then a name's offset prefix
+_LOG_END = fm.LOG_SUFFIX + "\0"
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+
+
+def _log_prefixes(names: list[str]) -> list[str]:
+    """The 20-digit prefixes of the ``.log`` names that follow the naming scheme, in offset
+    order. Every name of every partition passes here, so the common case is a few C-level
+    string operations per dir, not a Python step per name: the names joined with a double
+    NUL (which no name holds), split at ``.log`` + NUL (the end of each ``.log`` name), and
+    the 21 characters before each split point checked together to be a NUL and 20 ASCII
+    digits. A dir where that fails is looked at name by name."""
+    pieces = ("\0" + "\0\0".join(names) + "\0").split(_LOG_END)
+    pieces.pop()  # what follows the last .log name
+    heads = "".join([p[-_HEAD:] for p in pieces])
+    k = len(pieces)
+    digits = heads.replace("\0", "")
+    if (
+        len(heads) == _HEAD * k
+        and heads[::_HEAD].count("\0") == k
+        and len(digits) == _DIGITS * k
+        and digits.isascii()
+        and digits.isdigit()
+    ):
+        prefixes = heads.split("\0")
+        prefixes.pop(0)  # before the first NUL: nothing
+    else:
+        prefixes = [
+            n[:_DIGITS] for n in names if n.endswith(fm.LOG_SUFFIX) and fm.is_offset_prefix(n[:-4])
+        ]
+    prefixes.sort()  # equal-length digit strings: the order of their offsets
+    return prefixes
 
 
 def scan_partition(
     path: str, name: fm.PartitionDirName, log_dir_fd: int | None = None
-) -> tuple[Partition, list[tuple[str, str]]]:
-    """One partition dir: its segments by base offset, the leader-epoch file, leftovers.
+) -> tuple[Partition, tuple[tuple[str, str], ...]]:
+    """One partition dir: its segments by base offset, and what else it holds (foreign
+    entries, worked out here; ``scan_log_dir`` leaves them until asked for)."""
+    part = _scan_partition(path, name, log_dir_fd)
+    return part, part.foreign
 
-    One listing, no ``stat``: an entry's type comes with it (``d_type``). The dir is opened
-    without following a symlink, relative to ``log_dir_fd`` when given, and listed through
-    that descriptor (no path is built per entry). This runs for every file of every
-    partition, so the names are classified in bulk: the ``.log`` prefixes, then every name a
-    segment accounts for is set aside with set operations, and only what is left (the
-    snapshot at the log end, leftovers, anything foreign) is looked at one by one.
-    """
-    foreign: list[tuple[str, str]] = []
+
+def _scan_partition(path: str, name: fm.PartitionDirName, log_dir_fd: int | None) -> Partition:
+    """One listing through a descriptor (``scandir(fd)``: the types come with it, no path
+    is built per entry), the dir opened without following a symlink, relative to
+    ``log_dir_fd`` when given. Every file of every partition passes here, so nothing is done
+    per entry in Python in the common case: the names and the type checks are C loops
+    (``map``), the ``.log`` names are picked out and checked in bulk, and only a dir holding
+    something that is no regular file is looked at entry by entry."""
     if log_dir_fd is None:
         fd = os.open(path, _DIR_FLAGS)
     else:
@@ -299,55 +491,26 @@ def scan_partition(
     try:
         with os.scandir(fd) as it:
             entries = list(it)
-        regular = [e.name for e in entries if e.is_file(follow_symlinks=False)]
-        if len(regular) != len(entries):
-            names = set(regular)
-            odd = [(e.name, e.is_symlink()) for e in entries if e.name not in names]
-        else:
-            odd = []
     finally:
         os.close(fd)
-    logs = [
-        p
-        for n in regular
-        if n[_DIGITS:] == fm.LOG_SUFFIX and (p := n[:_DIGITS]).isascii() and p.isdigit()
-    ]
-    logs.sort()  # equal-length digit strings: the order of their offsets
-    listing = set(regular)
-    rest = listing.difference([p + s for p in logs for s in _SEGMENT_FILE_SUFFIXES])
-    rest.difference_update(_PARTITION_FILES)
-    epochs = os.path.join(path, fm.LEADER_EPOCH_CHECKPOINT)
-    if fm.LEADER_EPOCH_CHECKPOINT not in listing:
-        epochs = None  # type: ignore[assignment]
-    leftovers: list[str] = []
-    orphans: set[str] = set()
-    for n in rest:
-        parsed = fm.parse_segment_file_name(n)
-        if parsed is not None:
-            if parsed[1] != fm.SNAPSHOT_SUFFIX:
-                orphans.add(n[:_DIGITS])  # an index whose .log is not there
-        elif n.endswith(fm.DELETED_SUFFIX):
-            if not n.endswith(".checkpoint" + fm.DELETED_SUFFIX):
-                leftovers.append(os.path.join(path, n))
-        elif not n.endswith(_TRANSIENT_SUFFIXES):
-            foreign.append((os.path.join(path, n), "not a Kafka segment file"))
-    for n, is_symlink in odd:
-        full = os.path.join(path, n)
-        if is_symlink:
-            foreign.append((full, "symlink (never followed)"))
-        elif n == fm.LEADER_EPOCH_CHECKPOINT:
-            epochs = full  # not a regular file: reading it says so
-        elif n in _PARTITION_FILES or n.endswith(_TRANSIENT_SUFFIXES):
-            continue
-        else:
-            foreign.append((full, "not a Kafka segment file"))
-    stem = os.path.join(path, "")
-    segments = tuple(Segment(int(p), f"{stem}{p}{fm.LOG_SUFFIX}", listing) for p in logs)
-    for p in sorted(orphans):
-        foreign.append((stem + p, "index without .log"))
-    foreign.sort()
-    leftovers.sort()
-    return Partition(path, name, segments, listing, epochs, tuple(leftovers)), foreign
+    odd: list[tuple[str, bool]] = []
+    # symlinks first: is_file() follows them, a regular entry's type is its d_type
+    if any(map(_IS_SYMLINK, entries)) or not all(map(_IS_FILE, entries)):
+        names = []
+        for e in entries:
+            if e.is_file(follow_symlinks=False):
+                names.append(e.name)
+            else:
+                odd.append((e.name, e.is_symlink()))
+    else:
+        names = list(map(_NAME, entries))
+    prefixes = _log_prefixes(names)
+    return Partition(path, name, list(map(int, prefixes)), names, prefixes, odd)
+
+
+_NAME = attrgetter("name")
+_IS_SYMLINK = os.DirEntry.is_symlink
+_IS_FILE = os.DirEntry.is_file
 
 
 def scan_log_dir(path: str) -> LogDirSnapshot:
@@ -361,11 +524,12 @@ def scan_log_dir(path: str) -> LogDirSnapshot:
     if not stat.S_ISDIR(st.st_mode):
         raise NotADirectoryError(f"{path}: not a directory")
     root_fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    stem = os.path.join(path, "")
     try:
         with os.scandir(root_fd) as it:
-            entries = sorted(it, key=lambda e: e.name)
+            entries = sorted(it, key=_entry_name)
         for e in entries:
-            full = os.path.join(path, e.name)
+            full = stem + e.name
             if e.is_symlink():
                 foreign.append((full, "symlink (never followed)"))
                 continue
@@ -375,12 +539,9 @@ def scan_log_dir(path: str) -> LogDirSnapshot:
                     foreign.append((full, "directory not named <topic>-<partition>"))
                     continue
                 try:
-                    part, more = scan_partition(full, name, root_fd)
+                    partitions.append(_scan_partition(full, name, root_fd))
                 except OSError as err:
                     errors.append(f"{full}: {err}")
-                    continue
-                partitions.append(part)
-                foreign.extend(more)
             elif e.name in _ROOT_FILES or e.name.endswith((".tmp", ".checkpoint")):
                 continue
             else:
@@ -393,6 +554,10 @@ def scan_log_dir(path: str) -> LogDirSnapshot:
         high_watermarks=_checkpoint(os.path.join(path, fm.REPLICATION_CHECKPOINT), errors),
         log_start_offsets=_checkpoint(os.path.join(path, fm.LOG_START_CHECKPOINT), errors),
         recovery_points=_checkpoint(os.path.join(path, fm.RECOVERY_CHECKPOINT), errors),
-        foreign=tuple(foreign),
+        root_foreign=tuple(foreign),
         errors=tuple(errors),
     )
+
+
+def _entry_name(e: os.DirEntry[str]) -> str:
+    return e.name

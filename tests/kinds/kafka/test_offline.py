@@ -155,3 +155,27 @@ def test_partition_dir_swapped_for_a_symlink_after_the_scan(tmp_path: Path) -> N
     carry_out(snap, plans, result)
     assert result.errors and not result.deleted
     assert segment_bases(twin.dir) == [0, 5, 10]
+
+
+def test_only_regular_companions_are_unlinked(tmp_path: Path) -> None:
+    """A segment's indexes, snapshot and ``.deleted`` leftovers go with it only when they are
+    regular files: a symlink under such a name is left alone (never followed, never
+    removed), said so in the result, and reported as foreign by the scan; the segment's own
+    ``.log`` still goes."""
+    a = KafkaLog(tmp_path / "logs", "orders", 0, segment_bytes=5 * R)
+    a.append_records(15, 10)
+    a.write(hw=15)
+    target = tmp_path / "precious"
+    target.write_bytes(b"keep me")
+    index = a.dir / f"{0:020d}.index"
+    index.unlink()
+    index.symlink_to(target)
+    leftover = a.dir / f"{77:020d}.log.deleted"
+    leftover.symlink_to(target)
+    snap = scan_log_dir(str(a.log_dir))
+    assert {str(index), str(leftover)} <= set(dict(snap.foreign))
+    r = run_offline(str(a.log_dir), lambda _t: TopicConfig(retention_ms=0), now_ms=NOW)
+    assert segment_bases(a.dir) == [15]  # 0, 5 and 10 went, the roll made 15
+    assert index.is_symlink() and leftover.is_symlink()
+    assert target.read_bytes() == b"keep me"
+    assert any(str(index) in e for e in r.errors)

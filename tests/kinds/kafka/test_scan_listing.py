@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from retentiond.kinds.kafka import formats as fm
-from retentiond.kinds.kafka.scan import scan_log_dir, scan_partition
+from retentiond.kinds.kafka.scan import _log_prefixes, scan_log_dir, scan_partition
 from tests.kinds.kafka.kafkalog import KafkaLog, R, v1_message, v2_batch
 
 NOW = 1_700_000_000_000
@@ -77,6 +77,40 @@ def test_summary_unknown_magic_names_file_and_position() -> None:
 )
 def test_segment_file_names(name: str, parsed: tuple[int, str] | None) -> None:
     assert fm.parse_segment_file_name(name) == parsed
+
+
+def plain_log_prefixes(names: list[str]) -> list[str]:
+    """The definition: every name that is 20 ASCII digits and ``.log``, in offset order."""
+    parsed = [fm.parse_segment_file_name(n) for n in names]
+    return [f"{p[0]:020d}" for p in sorted(x for x in parsed if x and x[1] == ".log")]
+
+
+SEG = [f"{b:020d}{s}" for b in (0, 20, 40) for s in (".log", ".index", ".timeindex")]
+NAME_LISTS = {
+    "empty": [],
+    "no segment": ["leader-epoch-checkpoint", "partition.metadata"],
+    "well formed": [*SEG, f"{40:020d}.snapshot", "leader-epoch-checkpoint"],
+    "adjacent .log names": [f"{b:020d}.log" for b in (60, 0, 20, 40)],
+    "one .log only": [f"{7:020d}.log"],
+    "a bare .log": [".log", *SEG],
+    "short prefix": ["0000000000000000042.log", *SEG],
+    "long prefix": ["000000000000000000042.log", *SEG],
+    "fullwidth digit": ["0000000000000000004２.log", *SEG],
+    "letter in the prefix": ["0000000000000000004a.log", *SEG],
+    ".log twice": [f"{5:020d}.log.log", *SEG],
+    ".log leftover": [f"{5:020d}.log.deleted", f"{5:020d}.log.swap", *SEG],
+    "digits run into the previous name": ["12345", "678.log", *SEG],
+    "name ending in digits before a .log": [f"x{0:020d}.log", *SEG],
+}
+
+
+@pytest.mark.parametrize("case", sorted(NAME_LISTS))
+def test_log_prefixes_equal_their_definition(case: str) -> None:
+    """The bulk pick of ``.log`` names (a few string operations per dir) against the
+    naming scheme checked name by name, in every listing order."""
+    names = NAME_LISTS[case]
+    for order in (names, names[::-1], sorted(names)):
+        assert _log_prefixes(list(order)) == plain_log_prefixes(list(order)), order
 
 
 def test_partition_dir_every_kind_of_entry(tmp_path: Path) -> None:
