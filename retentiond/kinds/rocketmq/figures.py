@@ -34,6 +34,7 @@ from retentiond.config.settings import Settings
 from retentiond.engine.decision import Decision
 from retentiond.engine.disk import measure_path
 from retentiond.engine.figures import DiskFigures, KindStats, StoreStats
+from retentiond.engine.identity import FileIdentity
 from retentiond.kinds.rocketmq.commitlog import expired_pending
 from retentiond.kinds.rocketmq.disk import DiskUsage
 from retentiond.kinds.rocketmq.plan import Plan
@@ -83,19 +84,22 @@ def _consumequeue(plan: Plan, gone: frozenset[str], settings: Settings) -> KindS
     files = queues.file_count - deleted
     oldest: int | None = None
     for q in queues.queues:
-        first = _first_left(q.deleted, q.stop, gone)
-        if first is not None and first.identity is not None:
-            mtime = first.identity.mtime_ms
+        ident = _first_left(q.deleted, q.stop_identity, gone)
+        if ident is not None:
+            mtime = ident.mtime_ms
             oldest = mtime if oldest is None else min(oldest, mtime)
     return KindStats(files, files * settings.mapped_file_size_consumequeue, oldest, plan.now_ms)
 
 
-def _first_left(deleted: Iterable[Decision], stop: Decision | None, gone: frozenset[str]):
-    """The oldest file of a queue still on disk after the round, if the planner stat-ed it."""
+def _first_left(
+    deleted: Iterable[Decision], stop_identity: FileIdentity | None, gone: frozenset[str]
+) -> FileIdentity | None:
+    """The identity of the oldest file of a queue still on disk after the round, if the
+    planner stat-ed it (the stop's, kept without a Decision: see ``QueueDecision``)."""
     for d in deleted:
         if d.path not in gone:
-            return d  # planned, but not deleted (a failure or a dry run)
-    return stop
+            return d.identity  # planned, but not deleted (a failure or a dry run)
+    return stop_identity
 
 
 def store_stats(

@@ -12,24 +12,108 @@ from json.encoder import encode_basestring_ascii
 from typing import NamedTuple
 
 from retentiond.engine.decision import Decision
+from retentiond.engine.identity import FileIdentity
 from retentiond.engine.jsonstream import Rows, encode_decision, materialize
 from retentiond.kinds.rocketmq.triggers import Triggers
 from retentiond.reasons import SCHEMA_VERSION, Kind, Reason, Verdict
 
 
-class QueueDecision(NamedTuple):
-    """One ConsumeQueue, compactly: the first ``delete_count`` files go, the rest stay.
-
-    With 100k+ queues a Decision object per kept file would dominate a round's cost, so kept
-    files are expanded only when someone asks (``decisions()``).
-    """
-
+class _QueueFields(NamedTuple):
     topic: str
     queue_id: int
     directory: str
     names: tuple[str, ...]
     deleted: tuple[Decision, ...]
-    stop: Decision | None  # the first kept file when it was examined (not for the newest)
+    # The first kept file when it was examined (never the newest), kept as its parts: the
+    # stop is always ``names[len(deleted)]`` in this queue, so its path, start offset, kind,
+    # verdict, topic and queue id follow from the queue. None: no file was kept after an
+    # examination (every examined file goes, or only the newest file is left).
+    stop_reason: Reason | None
+    stop_value: int | None  # the CommitLog offset of its last unit, if read
+    stop_identity: FileIdentity | None
+    stop_detail: str | None
+    # A stop that does not have that usual shape (tests build odd ones), kept as given.
+    stop_full: Decision | None
+
+
+class QueueDecision(_QueueFields):
+    """One ConsumeQueue, compactly: the first ``delete_count`` files go, the rest stay.
+
+    With 100k+ queues a Decision object per kept file would dominate a round's cost, and a
+    daemon keeps every queue's decision between rounds (the memo of ``plan_queues``): so
+    even the stop is kept as its parts (reason, value, identity) and made into a
+    ``Decision`` only when someone asks (``stop``, ``decisions()``). That is a tuple of ten
+    references per queue instead of a tuple, a Decision, a path string and an offset.
+
+    ``QueueDecision(topic, queue_id, directory, names, deleted, stop)`` takes the stop as a
+    ``Decision``; ``plan_queue`` builds the compact form directly (``compact``).
+    """
+
+    __slots__ = ()
+
+    def __new__(  # type: ignore[misc]
+        cls,
+        topic: str,
+        queue_id: int,
+        directory: str,
+        names: tuple[str, ...],
+        deleted: tuple[Decision, ...],
+        stop: Decision | None = None,
+    ) -> QueueDecision:
+        if stop is None:
+            parts = (None, None, None, None, None)
+        else:
+            at = len(deleted)
+            usual = (
+                at < len(names)
+                and stop.kind is Kind.CONSUMEQUEUE
+                and stop.verdict is Verdict.KEEP
+                and stop.path == f"{directory}/{names[at]}"
+                and type(stop.start_offset) is int
+                and stop.start_offset == int(names[at])
+                and stop.topic == topic
+                and stop.queue_id == queue_id
+            )
+            full = None if usual else stop
+            parts = (stop.reason, stop.end_offset, stop.identity, stop.detail, full)
+        return tuple.__new__(cls, (topic, queue_id, directory, names, deleted, *parts))
+
+    @classmethod
+    def compact(
+        cls,
+        topic: str,
+        queue_id: int,
+        directory: str,
+        names: tuple[str, ...],
+        deleted: tuple[Decision, ...],
+        reason: Reason | None,
+        value: int | None = None,
+        identity: FileIdentity | None = None,
+        detail: str | None = None,
+    ) -> QueueDecision:
+        """A queue whose stop (if ``reason``) is its file ``names[len(deleted)]``."""
+        return tuple.__new__(
+            cls, (topic, queue_id, directory, names, deleted, reason, value, identity, detail, None)
+        )
+
+    def with_stop(self, deleted: tuple[Decision, ...], stop: Decision | None) -> QueueDecision:
+        """The same queue with other deletions and stop (holds shorten a run)."""
+        return QueueDecision(self.topic, self.queue_id, self.directory, self.names, deleted, stop)
+
+    @property
+    def stop(self) -> Decision | None:
+        """The first kept file when it was examined (not for the newest), as a Decision."""
+        if self.stop_full is not None:
+            return self.stop_full
+        reason = self.stop_reason
+        if reason is None:
+            return None
+        name = self.names[len(self.deleted)]
+        return Decision(
+            Kind.CONSUMEQUEUE, f"{self.directory}/{name}", Verdict.KEEP, reason,
+            self.stop_identity, int(name), self.stop_value, self.topic, self.queue_id,
+            self.stop_detail,
+        )  # fmt: skip
 
     @property
     def delete_count(self) -> int:
@@ -38,8 +122,9 @@ class QueueDecision(NamedTuple):
     def decisions(self) -> Iterator[Decision]:
         yield from self.deleted
         start = len(self.deleted)
-        if self.stop is not None:
-            yield self.stop
+        stop = self.stop
+        if stop is not None:
+            yield stop
             start += 1
         last = len(self.names) - 1
         for i in range(start, len(self.names)):
@@ -120,8 +205,8 @@ class Plan:
             if d.reason is Reason.BAD_SIZE:
                 found.append((d.path, d.detail or "bad size"))
         for q in self.queues.queues:
-            if q.stop is not None and q.stop.reason is Reason.UNREADABLE:
-                found.append((q.stop.path, q.stop.detail or "unreadable"))
+            if q.stop_reason is Reason.UNREADABLE and (stop := q.stop) is not None:
+                found.append((stop.path, stop.detail or "unreadable"))
         for d in self.queues.index:
             if d.reason is Reason.UNREADABLE:
                 found.append((d.path, d.detail or "unreadable"))
@@ -211,7 +296,7 @@ def encode_queue_files(
             yield "".join(parts)
             parts = []
             append = parts.append
-        deleted, stop = q.deleted, q.stop
+        deleted = q.deleted
         for d in deleted:
             append(sep + encode_decision(d, now_ms, pad))
         if not all_queue_files:
@@ -222,24 +307,25 @@ def encode_queue_files(
         prefix = head + encode_basestring_ascii(q.directory + "/")[:-1]
         tail = f'{k}topic": {encode_basestring_ascii(q.topic)}{k}queue_id": {q.queue_id}{close}'
         row = ""  # the stop's row, when it shares the queue's tail
-        if stop is not None:
-            ident = stop.identity
+        reason = q.stop_reason
+        if reason is not None:
+            ident, value = q.stop_identity, q.stop_value
             if (
-                ident is not None
-                and stop.detail is None
-                and type(stop.start_offset) is int
-                and type(stop.end_offset) is int
-                and stop.topic == q.topic
-                and stop.queue_id == q.queue_id
-            ):  # the usual stop: a file holding a live offset
+                q.stop_full is None
+                and ident is not None
+                and q.stop_detail is None
+                and type(value) is int
+            ):  # the usual stop: a file holding a live offset (path and offset: its name)
                 mtime = ident.mtime_ms
+                name = names[start]
                 row = (
-                    f'{head}{encode_basestring_ascii(stop.path)}{k}verdict": "{stop.verdict}"'
-                    f'{k}reason": "{stop.reason}"{k}bytes": {ident.size}{k}mtime_ms": {mtime}'
-                    f'{k}age_ms": {now_ms - mtime}{k}start_offset": {stop.start_offset}'
-                    f'{k}end_offset": {stop.end_offset}{tail}'
+                    f'{prefix}{name}{kept}"{reason}"{k}bytes": {ident.size}{k}mtime_ms": {mtime}'
+                    f'{k}age_ms": {now_ms - mtime}{k}start_offset": {int(name)}'
+                    f'{k}end_offset": {value}{tail}'
                 )
             else:
+                stop = q.stop
+                assert stop is not None
                 append(sep + encode_decision(stop, now_ms, pad))
             start += 1
         if start <= last:

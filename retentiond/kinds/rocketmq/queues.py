@@ -16,6 +16,8 @@ from retentiond.kinds.rocketmq.reader import BinaryReader, Known, read_index_hea
 from retentiond.kinds.rocketmq.snapshot import IndexFile, QueueListing
 from retentiond.reasons import Kind, Reason, Verdict
 
+new_tuple = tuple.__new__  # a NamedTuple built without its keyword-handling __new__
+
 Values = tuple["Known | None", ...]  # per file name of a listing, oldest first (no newest)
 
 
@@ -31,9 +33,9 @@ def known_values(names: tuple[str, ...], values: Values, q: QueueListing) -> Val
 def decision_values(d: QueueDecision) -> Values:
     """What an earlier decision read: the value of each file it examined, oldest first."""
     got: list[Known | None] = [(x.identity, x.end_offset, None) for x in d.deleted]  # type: ignore[misc]
-    stop = d.stop
-    if stop is not None and stop.identity is not None and stop.end_offset is not None:
-        got.append((stop.identity, stop.end_offset, None))
+    ident, value = d.stop_identity, d.stop_value
+    if d.stop_reason is not None and ident is not None and value is not None:
+        got.append((ident, value, None))
     return tuple(got)
 
 
@@ -55,7 +57,6 @@ def plan_queue(
     on are looked at: the prefix that goes and the first one kept.
     """
     deleted: list[Decision] = []
-    stop: Decision | None = None
     directory, topic, queue_id = q.directory, q.topic, q.queue_id
     n_known = len(known)
     for i, name in enumerate(q.names[:-1]):  # the newest file of a queue is never a candidate
@@ -69,11 +70,12 @@ def plan_queue(
                          topic, queue_id)
             )  # fmt: skip
             continue
+        # The stop is kept as its parts (``QueueDecision``): its path and offset are its name.
         reason = Reason.UNREADABLE if value is None else Reason.HOLDS_LIVE_OFFSET
-        stop = Decision(Kind.CONSUMEQUEUE, path, Verdict.KEEP, reason, got.identity, int(name),
-                        value, topic, queue_id, got.problem)  # fmt: skip
-        break
-    return QueueDecision(topic, queue_id, directory, q.names, tuple(deleted), stop)
+        parts = (reason, value, got.identity, got.problem, None)
+        return new_tuple(QueueDecision, (topic, queue_id, directory, q.names, (*deleted,), *parts))
+    parts = (None, None, None, None, None)
+    return new_tuple(QueueDecision, (topic, queue_id, directory, q.names, (*deleted,), *parts))
 
 
 def plan_index(
@@ -133,7 +135,7 @@ def plan_queues(
     min_offset: int,
     last_min_offset: int,
     reader: BinaryReader,
-    memo: dict[str, tuple[QueueListing, QueueDecision]] | None = None,
+    memo: dict[str, QueueDecision] | None = None,
     loaded: dict[str, tuple[tuple[str, ...], Values]] | None = None,
 ) -> QueuesPlan:
     """Plan every queue and the index list, or nothing when the minimum has not moved.
@@ -168,17 +170,16 @@ def plan_queues(
         hit = memo_get(directory)
         decision = None
         if hit is not None:
-            earlier = hit[1]
-            stop = earlier.stop
+            earlier = hit
             # The same names tuple: the listing the earlier decision was made on (the lister
             # hands it back, as is or marked trusted, while the directory is unchanged).
-            same = q.unchanged and hit[0].names is q.names
+            same = q.unchanged and earlier.names is q.names
             if (
                 same
                 and not earlier.deleted
-                and stop is not None
-                and stop.reason is live
-                and stop.end_offset >= min_offset
+                and earlier.stop_reason is live
+                and earlier.stop_full is None
+                and earlier.stop_value >= min_offset  # type: ignore[operator]
             ):
                 decision = earlier
             else:
@@ -191,11 +192,11 @@ def plan_queues(
             decision = plan_queue(q, min_offset, reader, known_values(got[0], got[1], q))
         else:
             decision = plan_queue(q, min_offset, reader)
-        if memo is not None and (hit is None or hit[1] is not decision or hit[0] is not q):
-            memo[directory] = (q, decision)  # (the common warm case writes nothing)
+        if memo is not None and hit is not decision:
+            memo[directory] = decision  # (the common warm case writes nothing)
         append(decision)
-        if decision.stop is not None and decision.stop.reason is unreadable:
-            problems.append(f"{decision.stop.path}: {decision.stop.detail}")
+        if decision.stop_reason is unreadable:
+            problems.append(f"{decision.stop.path}: {decision.stop_detail}")  # type: ignore[union-attr]
     if memo is not None and len(memo) != len(examined):  # forget queues that are gone
         keep = {d.directory for d in examined}
         for gone in [k for k in memo if k not in keep]:

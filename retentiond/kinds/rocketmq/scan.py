@@ -144,7 +144,7 @@ def _list_dir(path: str, foreign: list[ForeignEntry]) -> tuple[list[str], list[F
         for entry in entries:
             name = entry.name
             if entry.is_file(follow_symlinks=False) and _is_offset_name(name):
-                names.append(name)
+                names.append(intern(name))  # offsets repeat across queues: one string each
             else:
                 strangers.append(ForeignEntry(entry.path, _classify(entry) or ForeignWhy.NAME))
     names.sort()  # fixed-width decimal: lexicographic order is offset order

@@ -36,6 +36,7 @@ import struct
 import sys
 from array import array
 from pathlib import Path
+from sys import intern
 
 import structlog
 
@@ -115,7 +116,7 @@ def save(
         dev = unpack(key)[3]
         names = listing.names
         hit = memo.get(qpath)
-        got = (hit[1].names, decision_values(hit[1])) if hit is not None else loaded_get(qpath)
+        got = (hit.names, decision_values(hit)) if hit is not None else loaded_get(qpath)
         known: Values = ()
         if got is not None and (got[0] is names or got[0] == names):
             known = got[1]
@@ -213,6 +214,14 @@ def _trim_heap() -> None:
         ctypes.CDLL(None).malloc_trim(0)
 
 
+class _NameTable(dict):
+    """File names by offset, made once each (``sys.intern``: the lister's listings share them)."""
+
+    def __missing__(self, offset: int) -> str:
+        name = self[offset] = intern(f"{offset:020d}")
+        return name
+
+
 def _parse(raw: bytes, consumequeue_dir: str, cq_file_size: int) -> Loaded | None:
     """Check everything that can be checked before a single entry is used, then build the
     entries in one loop over the arrays."""
@@ -262,7 +271,10 @@ def _parse(raw: bytes, consumequeue_dir: str, cq_file_size: int) -> Loaded | Non
     values: dict[str, tuple[tuple[str, ...], Values]] = {}
     ni = 0
     prefix = f"{consumequeue_dir}/"
-    fmt = "{:020d}".format
+    # One string per distinct file name: queues are named by logical offsets, which repeat
+    # from queue to queue (every queue starts at 0 and grows by one file size), so 100,000
+    # queues share a handful of name strings instead of holding two or more each.
+    name_of = _NameTable().__getitem__
     same: dict[int, int] = {}  # one int object per distinct device and size (memory)
     intern = same.setdefault
     n_na = len(na)
@@ -285,7 +297,7 @@ def _parse(raw: bytes, consumequeue_dir: str, cq_file_size: int) -> Loaded | Non
         ni += n
         if ni > n_na or min(offsets) < 0:
             raise ValueError(f"bad file names in {table[t]!r}/{table[d]!r}")
-        names = tuple(map(fmt, offsets))
+        names = tuple(map(name_of, offsets))
         if q_dev < 0:
             q_dev += _U64
         q_dev = intern(q_dev, q_dev)
