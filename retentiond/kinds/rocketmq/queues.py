@@ -172,7 +172,8 @@ def plan_queues(
         if hit is not None:
             earlier = hit
             # The same names tuple: the listing the earlier decision was made on (the lister
-            # hands it back, as is or marked trusted, while the directory is unchanged).
+            # hands the same listing back while the directory is unchanged). A listing loaded
+            # from the scan cache file has no earlier decision in its first round.
             same = q.unchanged and earlier.names is q.names
             if (
                 same
