@@ -6,6 +6,7 @@ JSON form is versioned with the reasons (``SCHEMA_VERSION``).
 
 from __future__ import annotations
 
+import struct
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from json.encoder import encode_basestring_ascii
@@ -30,10 +31,27 @@ class _QueueFields(NamedTuple):
     # examination (every examined file goes, or only the newest file is left).
     stop_reason: Reason | None
     stop_value: int | None  # the CommitLog offset of its last unit, if read
-    stop_identity: FileIdentity | None
+    # Its identity packed (``pack_identity``: one bytes object instead of a FileIdentity and
+    # three integers; ``stop_identity`` unpacks it), None when it could not be stat-ed.
+    stop_packed: bytes | None
     stop_detail: str | None
     # A stop that does not have that usual shape (tests build odd ones), kept as given.
     stop_full: Decision | None
+    # The key of the directory listing the decision was made on (``QueueListing.key``, the
+    # very object): the planner trusts the values it read only while the lister hands back
+    # that listing. None for a decision not made by the planner.
+    dir_key: bytes | None = None
+
+
+IDENTITY = struct.Struct("=QQqq")  # ino, dev, size, mtime_ns
+_MTIME_AT = 24
+_MTIME = struct.Struct("=q")
+
+
+def pack_identity(ident: FileIdentity | None) -> bytes | None:
+    if ident is None:
+        return None
+    return IDENTITY.pack(ident.ino, ident.dev, ident.size, ident.mtime_ns)
 
 
 class QueueDecision(_QueueFields):
@@ -41,9 +59,10 @@ class QueueDecision(_QueueFields):
 
     With 100k+ queues a Decision object per kept file would dominate a round's cost, and a
     daemon keeps every queue's decision between rounds (the memo of ``plan_queues``): so
-    even the stop is kept as its parts (reason, value, identity) and made into a
-    ``Decision`` only when someone asks (``stop``, ``decisions()``). That is a tuple of ten
-    references per queue instead of a tuple, a Decision, a path string and an offset.
+    even the stop is kept as its parts (reason, value, packed identity) and made into a
+    ``Decision`` only when someone asks (``stop``, ``decisions()``). That is a tuple and a
+    bytes object per queue instead of a tuple, a Decision, a path string, an offset, a
+    FileIdentity and its integers.
 
     ``QueueDecision(topic, queue_id, directory, names, deleted, stop)`` takes the stop as a
     ``Decision``; ``plan_queue`` builds the compact form directly (``compact``).
@@ -75,8 +94,9 @@ class QueueDecision(_QueueFields):
                 and stop.queue_id == queue_id
             )
             full = None if usual else stop
-            parts = (stop.reason, stop.end_offset, stop.identity, stop.detail, full)
-        return tuple.__new__(cls, (topic, queue_id, directory, names, deleted, *parts))
+            ident = pack_identity(stop.identity)
+            parts = (stop.reason, stop.end_offset, ident, stop.detail, full)
+        return tuple.__new__(cls, (topic, queue_id, directory, names, deleted, *parts, None))
 
     @classmethod
     def compact(
@@ -92,13 +112,24 @@ class QueueDecision(_QueueFields):
         detail: str | None = None,
     ) -> QueueDecision:
         """A queue whose stop (if ``reason``) is its file ``names[len(deleted)]``."""
-        return tuple.__new__(
-            cls, (topic, queue_id, directory, names, deleted, reason, value, identity, detail, None)
-        )
+        packed = pack_identity(identity)
+        parts = (reason, value, packed, detail, None, None)
+        return tuple.__new__(cls, (topic, queue_id, directory, names, deleted, *parts))
 
     def with_stop(self, deleted: tuple[Decision, ...], stop: Decision | None) -> QueueDecision:
         """The same queue with other deletions and stop (holds shorten a run)."""
         return QueueDecision(self.topic, self.queue_id, self.directory, self.names, deleted, stop)
+
+    @property
+    def stop_identity(self) -> FileIdentity | None:
+        packed = self.stop_packed
+        return None if packed is None else FileIdentity(*IDENTITY.unpack(packed))
+
+    @property
+    def stop_mtime_ms(self) -> int | None:
+        """``stop_identity.mtime_ms`` without making the identity (figures, every round)."""
+        packed = self.stop_packed
+        return None if packed is None else _MTIME.unpack_from(packed, _MTIME_AT)[0] // 1_000_000
 
     @property
     def stop(self) -> Decision | None:

@@ -11,11 +11,12 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from retentiond.engine.decision import Decision
-from retentiond.kinds.rocketmq.plan import QueueDecision, QueuesPlan
+from retentiond.kinds.rocketmq.plan import IDENTITY, QueueDecision, QueuesPlan
 from retentiond.kinds.rocketmq.reader import BinaryReader, Known, read_index_header
 from retentiond.kinds.rocketmq.snapshot import IndexFile, QueueListing
 from retentiond.reasons import Kind, Reason, Verdict
 
+pack = IDENTITY.pack
 new_tuple = tuple.__new__  # a NamedTuple built without its keyword-handling __new__
 
 Values = tuple["Known | None", ...]  # per file name of a listing, oldest first (no newest)
@@ -72,9 +73,11 @@ def plan_queue(
             continue
         # The stop is kept as its parts (``QueueDecision``): its path and offset are its name.
         reason = Reason.UNREADABLE if value is None else Reason.HOLDS_LIVE_OFFSET
-        parts = (reason, value, got.identity, got.problem, None)
+        ident = got.identity
+        packed = None if ident is None else pack(ident.ino, ident.dev, ident.size, ident.mtime_ns)
+        parts = (reason, value, packed, got.problem, None, q.key)
         return new_tuple(QueueDecision, (topic, queue_id, directory, q.names, (*deleted,), *parts))
-    parts = (None, None, None, None, None)
+    parts = (None, None, None, None, None, q.key)
     return new_tuple(QueueDecision, (topic, queue_id, directory, q.names, (*deleted,), *parts))
 
 
@@ -171,10 +174,11 @@ def plan_queues(
         decision = None
         if hit is not None:
             earlier = hit
-            # The same names tuple: the listing the earlier decision was made on (the lister
-            # hands the same listing back while the directory is unchanged). A listing loaded
-            # from the scan cache file has no earlier decision in its first round.
-            same = q.unchanged and earlier.names is q.names
+            # The listing the earlier decision was made on: the lister hands back the same
+            # listing (and its very key object) while the directory is unchanged. A listing
+            # loaded from the scan cache file has no earlier decision in its first round.
+            key = q.key
+            same = q.unchanged and bool(key) and earlier.dir_key is key
             if (
                 same
                 and not earlier.deleted

@@ -174,6 +174,9 @@ class QueueLister:
         # the device into one bytes object (``DIR_KEY``): compact for 100k+ queues, and
         # compared exactly. One object per queue directory: a daemon keeps them all.
         self._queues: dict[str, QueueListing] = {}
+        # Names tuples of the listings taken in this walk, to share equal ones (cleared with
+        # each walk, so that it never holds names no queue has any more).
+        self._names: dict[tuple[str, ...], tuple[str, ...]] = {}
         self.listed = 0  # directories actually read in the last walk (benchmarks, tests)
         self.queues_listed = 0  # of which queue directories (what the scan cache holds)
 
@@ -231,11 +234,11 @@ class QueueLister:
         except OSError:
             self._queues.pop(path, None)
             return None
-        listing = QueueListing(topic, queue_id, path, tuple(names)) if names else None
+        t = (*names,)
+        t = self._names.setdefault(t, t)  # queues with the same file names share one tuple
+        listing = QueueListing(topic, queue_id, path, t, False, key) if names else None
         if st.st_mtime_ns < listed_at - _RACY_NS:
-            self._queues[path] = QueueListing(
-                topic, queue_id, path, listing.names if listing else (), True, key, (*strangers,)
-            )
+            self._queues[path] = QueueListing(topic, queue_id, path, t, True, key, (*strangers,))
         else:
             self._queues.pop(path, None)
         return listing
@@ -271,6 +274,7 @@ class QueueLister:
         common path) because it runs over every queue of the store.
         """
         self.listed = self.queues_listed = 0
+        self._names = {}
         queues = self._queues
         get = queues.get
         pack = DIR_KEY.pack

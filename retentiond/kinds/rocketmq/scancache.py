@@ -321,6 +321,7 @@ def _parse(raw: bytes, consumequeue_dir: str, cq_file_size: int) -> Loaded | Non
     # queues share a handful of name strings instead of holding two or more each.
     names_by_offset = _NameTable()
     name_of = names_by_offset.__getitem__
+    share = {}.setdefault
     n_na = len(na)
     dirnames: dict[int, int] = {}  # string index -> queue id, checked once per name
     # Strided views: one C-level step per queue instead of slicing a record apart.
@@ -347,6 +348,7 @@ def _parse(raw: bytes, consumequeue_dir: str, cq_file_size: int) -> Loaded | Non
         if ni > n_na or min(offsets) < 0:
             raise ValueError(f"bad file names in {table[t]!r}/{table[d]!r}")
         names = tuple(map(name_of, offsets))
+        names = share(names, names)  # queues with the same file names share one tuple
         topic = table[t]
         qpath = f"{prefix}{topic}/{table[d]}"
         # The first round re-checks every file it uses (see the module and plan_queues).
