@@ -30,28 +30,29 @@ class _QueueFields(NamedTuple):
     # verdict, topic and queue id follow from the queue. None: no file was kept after an
     # examination (every examined file goes, or only the newest file is left).
     stop_reason: Reason | None
-    stop_value: int | None  # the CommitLog offset of its last unit, if read
-    # Its identity packed (``pack_identity``: one bytes object instead of a FileIdentity and
-    # three integers; ``stop_identity`` unpacks it), None when it could not be stat-ed.
+    # Its identity and value packed in one bytes object (``STOP``: inode, device, size,
+    # mtime_ns, value or -1) instead of a FileIdentity and four integers; None when it could
+    # not be stat-ed. Read through ``stop_identity``, ``stop_value``, ``stop_mtime_ms``.
     stop_packed: bytes | None
-    stop_detail: str | None
-    # A stop that does not have that usual shape (tests build odd ones), kept as given.
-    stop_full: Decision | None
+    # Why it could not be read (a str), or a whole stop Decision that does not have the
+    # usual shape (tests and holds build such), kept as given.
+    stop_extra: str | Decision | None
     # The key of the directory listing the decision was made on (``QueueListing.key``, the
     # very object): the planner trusts the values it read only while the lister hands back
     # that listing. None for a decision not made by the planner.
     dir_key: bytes | None = None
 
 
-IDENTITY = struct.Struct("=QQqq")  # ino, dev, size, mtime_ns
-_MTIME_AT = 24
+STOP = struct.Struct("=QQqqq")  # inode, device, size, mtime_ns, value (-1: none)
 _MTIME = struct.Struct("=q")
+_MTIME_AT = 24
+VALUE_AT = 32
 
 
-def pack_identity(ident: FileIdentity | None) -> bytes | None:
-    if ident is None:
-        return None
-    return IDENTITY.pack(ident.ino, ident.dev, ident.size, ident.mtime_ns)
+def pack_stop(ident: FileIdentity, value: int | None) -> bytes:
+    return STOP.pack(
+        ident.ino, ident.dev, ident.size, ident.mtime_ns, -1 if value is None else value
+    )
 
 
 class QueueDecision(_QueueFields):
@@ -59,13 +60,13 @@ class QueueDecision(_QueueFields):
 
     With 100k+ queues a Decision object per kept file would dominate a round's cost, and a
     daemon keeps every queue's decision between rounds (the memo of ``plan_queues``): so
-    even the stop is kept as its parts (reason, value, packed identity) and made into a
+    even the stop is kept as its parts (reason, packed identity and value) and made into a
     ``Decision`` only when someone asks (``stop``, ``decisions()``). That is a tuple and a
-    bytes object per queue instead of a tuple, a Decision, a path string, an offset, a
+    bytes object per queue instead of a tuple, a Decision, a path string, two offsets, a
     FileIdentity and its integers.
 
     ``QueueDecision(topic, queue_id, directory, names, deleted, stop)`` takes the stop as a
-    ``Decision``; ``plan_queue`` builds the compact form directly (``compact``).
+    ``Decision``; ``plan_queue`` builds the compact form directly.
     """
 
     __slots__ = ()
@@ -80,7 +81,7 @@ class QueueDecision(_QueueFields):
         stop: Decision | None = None,
     ) -> QueueDecision:
         if stop is None:
-            parts = (None, None, None, None, None)
+            parts: tuple = (None, None, None)
         else:
             at = len(deleted)
             usual = (
@@ -92,58 +93,71 @@ class QueueDecision(_QueueFields):
                 and stop.start_offset == int(names[at])
                 and stop.topic == topic
                 and stop.queue_id == queue_id
+                and stop.identity is not None
+                and (stop.end_offset is None or type(stop.end_offset) is int)
+                and (stop.end_offset or 0) >= 0
             )
-            full = None if usual else stop
-            ident = pack_identity(stop.identity)
-            parts = (stop.reason, stop.end_offset, ident, stop.detail, full)
+            if usual:
+                packed = pack_stop(stop.identity, stop.end_offset)  # type: ignore[arg-type]
+                parts = (stop.reason, packed, stop.detail)
+            else:
+                parts = (stop.reason, None, stop)
         return tuple.__new__(cls, (topic, queue_id, directory, names, deleted, *parts, None))
-
-    @classmethod
-    def compact(
-        cls,
-        topic: str,
-        queue_id: int,
-        directory: str,
-        names: tuple[str, ...],
-        deleted: tuple[Decision, ...],
-        reason: Reason | None,
-        value: int | None = None,
-        identity: FileIdentity | None = None,
-        detail: str | None = None,
-    ) -> QueueDecision:
-        """A queue whose stop (if ``reason``) is its file ``names[len(deleted)]``."""
-        packed = pack_identity(identity)
-        parts = (reason, value, packed, detail, None, None)
-        return tuple.__new__(cls, (topic, queue_id, directory, names, deleted, *parts))
 
     def with_stop(self, deleted: tuple[Decision, ...], stop: Decision | None) -> QueueDecision:
         """The same queue with other deletions and stop (holds shorten a run)."""
         return QueueDecision(self.topic, self.queue_id, self.directory, self.names, deleted, stop)
 
     @property
+    def stop_full(self) -> Decision | None:
+        extra = self.stop_extra
+        return extra if type(extra) is Decision else None
+
+    @property
+    def stop_detail(self) -> str | None:
+        extra = self.stop_extra
+        return extra.detail if type(extra) is Decision else extra
+
+    @property
     def stop_identity(self) -> FileIdentity | None:
         packed = self.stop_packed
-        return None if packed is None else FileIdentity(*IDENTITY.unpack(packed))
+        if packed is not None:
+            return FileIdentity(*STOP.unpack(packed)[:4])
+        extra = self.stop_extra
+        return extra.identity if type(extra) is Decision else None
+
+    @property
+    def stop_value(self) -> int | None:
+        """The CommitLog offset in the stop's last unit, if it was read."""
+        packed = self.stop_packed
+        if packed is not None:
+            value = _MTIME.unpack_from(packed, VALUE_AT)[0]
+            return None if value < 0 else value
+        extra = self.stop_extra
+        return extra.end_offset if type(extra) is Decision else None
 
     @property
     def stop_mtime_ms(self) -> int | None:
         """``stop_identity.mtime_ms`` without making the identity (figures, every round)."""
         packed = self.stop_packed
-        return None if packed is None else _MTIME.unpack_from(packed, _MTIME_AT)[0] // 1_000_000
+        if packed is not None:
+            return _MTIME.unpack_from(packed, _MTIME_AT)[0] // 1_000_000
+        ident = self.stop_identity
+        return None if ident is None else ident.mtime_ms
 
     @property
     def stop(self) -> Decision | None:
         """The first kept file when it was examined (not for the newest), as a Decision."""
-        if self.stop_full is not None:
-            return self.stop_full
         reason = self.stop_reason
         if reason is None:
             return None
+        extra = self.stop_extra
+        if type(extra) is Decision:
+            return extra
         name = self.names[len(self.deleted)]
         return Decision(
             Kind.CONSUMEQUEUE, f"{self.directory}/{name}", Verdict.KEEP, reason,
-            self.stop_identity, int(name), self.stop_value, self.topic, self.queue_id,
-            self.stop_detail,
+            self.stop_identity, int(name), self.stop_value, self.topic, self.queue_id, extra,
         )  # fmt: skip
 
     @property
@@ -340,13 +354,10 @@ def encode_queue_files(
         row = ""  # the stop's row, when it shares the queue's tail
         reason = q.stop_reason
         if reason is not None:
-            ident, value = q.stop_identity, q.stop_value
-            if (
-                q.stop_full is None
-                and ident is not None
-                and q.stop_detail is None
-                and type(value) is int
-            ):  # the usual stop: a file holding a live offset (path and offset: its name)
+            packed = q.stop_packed
+            if packed is not None and q.stop_extra is None and (value := q.stop_value) is not None:
+                # the usual stop: a file holding a live offset (path and offset: its name)
+                ident = FileIdentity(*STOP.unpack(packed)[:4])
                 mtime = ident.mtime_ms
                 name = names[start]
                 row = (

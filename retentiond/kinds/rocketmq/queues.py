@@ -8,15 +8,17 @@ every queue and of the index list is never deleted.
 
 from __future__ import annotations
 
+import struct
 from collections.abc import Iterable
 
 from retentiond.engine.decision import Decision
-from retentiond.kinds.rocketmq.plan import IDENTITY, QueueDecision, QueuesPlan
+from retentiond.kinds.rocketmq.plan import STOP, VALUE_AT, QueueDecision, QueuesPlan
 from retentiond.kinds.rocketmq.reader import BinaryReader, Known, read_index_header
 from retentiond.kinds.rocketmq.snapshot import IndexFile, QueueListing
 from retentiond.reasons import Kind, Reason, Verdict
 
-pack = IDENTITY.pack
+pack = STOP.pack
+value_at = struct.Struct("=q").unpack_from
 new_tuple = tuple.__new__  # a NamedTuple built without its keyword-handling __new__
 
 Values = tuple["Known | None", ...]  # per file name of a listing, oldest first (no newest)
@@ -74,10 +76,13 @@ def plan_queue(
         # The stop is kept as its parts (``QueueDecision``): its path and offset are its name.
         reason = Reason.UNREADABLE if value is None else Reason.HOLDS_LIVE_OFFSET
         ident = got.identity
-        packed = None if ident is None else pack(ident.ino, ident.dev, ident.size, ident.mtime_ns)
-        parts = (reason, value, packed, got.problem, None, q.key)
+        packed = None
+        if ident is not None:
+            packed = pack(ident.ino, ident.dev, ident.size, ident.mtime_ns,
+                          -1 if value is None else value)  # fmt: skip
+        parts = (reason, packed, got.problem, q.key)
         return new_tuple(QueueDecision, (topic, queue_id, directory, q.names, (*deleted,), *parts))
-    parts = (None, None, None, None, None, q.key)
+    parts = (None, None, None, q.key)
     return new_tuple(QueueDecision, (topic, queue_id, directory, q.names, (*deleted,), *parts))
 
 
@@ -182,9 +187,9 @@ def plan_queues(
             if (
                 same
                 and not earlier.deleted
-                and earlier.stop_reason is live
-                and earlier.stop_full is None
-                and earlier.stop_value >= min_offset  # type: ignore[operator]
+                and earlier.stop_reason is live  # (so its value was read: in the bytes)
+                and earlier.stop_extra is None
+                and value_at(earlier.stop_packed, VALUE_AT)[0] >= min_offset
             ):
                 decision = earlier
             else:
