@@ -8,10 +8,13 @@ every queue and of the index list is never deleted.
 
 from __future__ import annotations
 
+import os
 import struct
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
+from stat import S_ISREG
 
 from retentiond.engine.decision import Decision
+from retentiond.engine.identity import FileIdentity
 from retentiond.kinds.rocketmq.plan import STOP, VALUE_AT, QueueDecision, QueuesPlan
 from retentiond.kinds.rocketmq.reader import BinaryReader, Known, read_index_header
 from retentiond.kinds.rocketmq.snapshot import IndexFile, QueueListing
@@ -81,6 +84,68 @@ def plan_queue(
             packed = pack(ident.ino, ident.dev, ident.size, ident.mtime_ns,
                           -1 if value is None else value)  # fmt: skip
         parts = (reason, packed, got.problem, q.key)
+        return new_tuple(QueueDecision, (topic, queue_id, directory, q.names, (*deleted,), *parts))
+    parts = (None, None, None, q.key)
+    return new_tuple(QueueDecision, (topic, queue_id, directory, q.names, (*deleted,), *parts))
+
+
+def plan_queue_from_file(
+    q: QueueListing, min_offset: int, reader: BinaryReader, dev: int, va: Sequence[int], at: int
+) -> QueueDecision:
+    """``plan_queue`` for a listing loaded from the scan cache file, whose values are still in
+    the file's array (``va[at:]``: inode, size, mtime_ns, ctime_ns, value or -1 per non-last
+    file; ``dev`` the directory's device): as ``plan_queue`` with each value handed in as
+    ``known``, without making a FileIdentity, a tuple and a ReadResult per file first (the
+    first round after a start does this for every queue).
+
+    A value is used only after an lstat shows the file with the inode, device, size, mtime
+    and ctime it was read with, as a regular file; any difference reads the file again.
+    """
+    deleted: list[Decision] = []
+    directory, topic, queue_id = q.directory, q.topic, q.queue_id
+    lstat = os.lstat
+    for name in q.names[:-1]:  # the newest file of a queue is never a candidate
+        path = f"{directory}/{name}"
+        ino, size, mtime, ctime, value = va[at : at + 5]
+        at += 5
+        problem: str | None = None
+        if value >= 0:
+            if ino < 0:
+                ino += 1 << 64
+            try:
+                st = lstat(path)
+            except OSError as exc:  # as cq_last_offset: a known file that cannot be stat-ed
+                value, ident, problem = None, None, f"stat failed: {exc.strerror}"
+            else:
+                if (
+                    st.st_ino == ino
+                    and st.st_size == size
+                    and st.st_mtime_ns == mtime
+                    and st.st_dev == dev
+                    and (ctime < 0 or st.st_ctime_ns == ctime)
+                    and S_ISREG(st.st_mode)
+                ):
+                    ident = FileIdentity(ino, dev, size, mtime) if value < min_offset else None
+                else:
+                    value = -1
+        if value is not None and value < 0:  # not known, or changed: read it
+            got = reader.cq_last_offset(path)
+            value, ident, problem = got.value, got.identity, got.problem
+        if value is not None and value < min_offset:  # strict "<" as upstream
+            deleted.append(
+                Decision(Kind.CONSUMEQUEUE, path, Verdict.DELETE,
+                         Reason.BELOW_COMMITLOG_MIN_OFFSET, ident, int(name), value,
+                         topic, queue_id)
+            )  # fmt: skip
+            continue
+        reason = Reason.UNREADABLE if value is None else Reason.HOLDS_LIVE_OFFSET
+        packed = None
+        if ident is not None:  # read again just now
+            packed = pack(ident.ino, ident.dev, ident.size, ident.mtime_ns,
+                          -1 if value is None else value)  # fmt: skip
+        elif value is not None:  # known and unchanged
+            packed = pack(ino, dev, size, mtime, value)
+        parts = (reason, packed, problem, q.key)
         return new_tuple(QueueDecision, (topic, queue_id, directory, q.names, (*deleted,), *parts))
     parts = (None, None, None, q.key)
     return new_tuple(QueueDecision, (topic, queue_id, directory, q.names, (*deleted,), *parts))
@@ -167,6 +232,7 @@ def plan_queues(
     live, unreadable = Reason.HOLDS_LIVE_OFFSET, Reason.UNREADABLE
     memo_get = memo.get if memo is not None else {}.get
     loaded_get = loaded.get if loaded else None
+    loaded_raw = getattr(loaded, "raw", None) if loaded else None
     append = examined.append
     for q in queues:
         queue_count += 1
@@ -197,6 +263,10 @@ def plan_queues(
                 # very listing they were read under, else each re-checked with an lstat.
                 known = known_values(earlier.names, decision_values(earlier), q)
                 decision = plan_queue(q, min_offset, reader, known, trust=same)
+        elif loaded_raw is not None and (raw := loaded_raw(q)) is not None:
+            # The listing as loaded from the scan cache file, its values still in the file's
+            # array: one lstat per file used (see plan_queue_from_file).
+            decision = plan_queue_from_file(q, min_offset, reader, *raw)
         elif loaded_get is not None and (got := loaded_get(directory)) is not None:
             # From the scan cache file: never trusted as it stands (one lstat per file used).
             decision = plan_queue(q, min_offset, reader, known_values(got[0], got[1], q))

@@ -228,11 +228,25 @@ class LoadedValues:
     def __init__(self, listings: dict, qa: array, na: array, va: array, starts: array,
                  names: _NameTable) -> None:  # fmt: skip
         self._at = {path: i for i, path in enumerate(listings)}  # in the file's order
+        self._listings = listings
         self._qa, self._na, self._va, self._starts, self._names = qa, na, va, starts, names
         self._ints: dict[int, int] = {}  # one int object per distinct size and device
 
     def __len__(self) -> int:
         return len(self._at)
+
+    def raw(self, q: QueueListing) -> tuple[int, array, int] | None:
+        """For the very listing loaded with the values (so the same names, in order): the
+        directory's device, the values array and where this queue's values start in it
+        (``queues.plan_queue_from_file``); else None (then ``get``)."""
+        path = q.directory
+        if self._listings.get(path) is not q:
+            return None
+        i = self._at[path]
+        dev = self._qa[i * _Q + 7]
+        if dev < 0:
+            dev += _U64
+        return dev, self._va, self._starts[2 * i + 1] * _V
 
     def get(self, path: str) -> tuple[tuple[str, ...], Values] | None:
         """The names the values were read under and each non-last file's value, or None."""
