@@ -35,6 +35,7 @@ import os
 import struct
 import sys
 from array import array
+from itertools import accumulate
 from pathlib import Path
 from sys import intern
 
@@ -246,7 +247,7 @@ class LoadedValues:
         dev = self._qa[i * _Q + 7]
         if dev < 0:
             dev += _U64
-        return dev, self._va, self._starts[2 * i + 1] * _V
+        return dev, self._va, (self._starts[i] - i) * _V
 
     def get(self, path: str) -> tuple[tuple[str, ...], Values] | None:
         """The names the values were read under and each non-last file's value, or None."""
@@ -259,7 +260,8 @@ class LoadedValues:
         if dev < 0:
             dev += _U64
         dev = same(dev, dev)
-        ni, vi = self._starts[2 * i], self._starts[2 * i + 1]
+        ni = self._starts[i]
+        vi = ni - i
         names = tuple(map(self._names.__getitem__, self._na[ni : ni + n]))
         vals: list[Known | None] = []
         for j in range(vi * _V, (vi + n - 1) * _V, _V):
@@ -328,7 +330,6 @@ def _parse(raw: bytes, consumequeue_dir: str, cq_file_size: int) -> Loaded | Non
     pos += 8 * n_p * _P
     ca.frombytes(body[pos:])
     queues: dict = {}
-    ni = 0
     prefix = f"{consumequeue_dir}/"
     # One string per distinct file name: queues are named by logical offsets, which repeat
     # from queue to queue (every queue starts at 0 and grows by one file size), so 100,000
@@ -336,41 +337,37 @@ def _parse(raw: bytes, consumequeue_dir: str, cq_file_size: int) -> Loaded | Non
     names_by_offset = _NameTable()
     name_of = names_by_offset.__getitem__
     share = {}.setdefault
-    n_na = len(na)
     dirnames: dict[int, int] = {}  # string index -> queue id, checked once per name
+    # Checked for all queues at once before any is used: each queue has a file, the names
+    # are the queues' and the values their non-last files'.
+    counts = qa[3::_Q]
+    if counts and min(counts) < 1:
+        raise ValueError("a queue without files")
+    if sum(counts) != len(na) or sum(counts) - n_q != n_v:
+        raise ValueError("the file names or values do not match the queues")
+    if na and min(na) < 0:
+        raise ValueError("a negative file name")
+    # Where each queue's names start (and its values: that minus the queue's index).
+    starts = array("q", accumulate(counts, initial=0))
     # Strided views: one C-level step per queue instead of slicing a record apart.
-    records = zip(qa[0::_Q], qa[1::_Q], qa[2::_Q], qa[3::_Q], strict=True)
+    records = zip(qa[0::_Q], qa[1::_Q], qa[2::_Q], starts[:-1], starts[1:], strict=True)
     key_at = q_start + 32  # the first queue's key within ``body``
-    # Where each queue's names and values start (for ``LoadedValues``, lazily).
-    starts = array("q")
-    vi = 0
-    for t, d, queue_id, n in records:
+    step = 8 * _Q
+    new_listing = tuple.__new__  # a NamedTuple without its keyword-handling __new__
+    for t, d, queue_id, first, end in records:
         if dirnames.get(d) != queue_id:
             dirname = table[d]
             if not (dirname.lstrip("-").isdigit() and int(dirname) == queue_id):
                 raise ValueError(f"bad queue entry {table[t]!r}/{dirname!r}")
             dirnames[d] = queue_id
         key = body[key_at : key_at + 32]
-        key_at += 8 * _Q
-        if n < 1:
-            raise ValueError(f"bad file count in {table[t]!r}/{table[d]!r}")
-        offsets = na[ni : ni + n]
-        starts.append(ni)
-        starts.append(vi)
-        ni += n
-        vi += n - 1
-        if ni > n_na or min(offsets) < 0:
-            raise ValueError(f"bad file names in {table[t]!r}/{table[d]!r}")
-        names = tuple(map(name_of, offsets))
+        key_at += step
+        names = tuple(map(name_of, na[first:end]))
         names = share(names, names)  # queues with the same file names share one tuple
         topic = table[t]
         qpath = f"{prefix}{topic}/{table[d]}"
         # The first round re-checks every file it uses (see the module and plan_queues).
-        queues[qpath] = QueueListing(topic, queue_id, qpath, names, True, key)
-    if vi != n_v:
-        raise ValueError("the values do not match the file names")
-    if ni != len(na):
-        raise ValueError("more file names than queues use")
+        queues[qpath] = new_listing(QueueListing, (topic, queue_id, qpath, names, True, key, ()))
     values = LoadedValues(queues, qa, na, va, starts, names_by_offset)
     parents: dict = {}
     ids: dict[int, tuple[str, int | None]] = {}  # string index -> (name, queue id)
