@@ -334,6 +334,7 @@ def encode_queue_files(
     after = f'{kept}"{Reason.AFTER_FIRST_KEPT}"{k}start_offset": '
     newest = f'{kept}"{Reason.NEWEST_FILE}"{k}start_offset": '
     close = "\n" + pad + "}"
+    unpack_size_mtime = struct.Struct("=qq").unpack_from  # from a packed stop (``STOP``)
     parts: list[str] = []
     append = parts.append
     for n, q in enumerate(queues, 1):
@@ -357,11 +358,11 @@ def encode_queue_files(
             packed = q.stop_packed
             if packed is not None and q.stop_extra is None and (value := q.stop_value) is not None:
                 # the usual stop: a file holding a live offset (path and offset: its name)
-                ident = FileIdentity(*STOP.unpack(packed)[:4])
-                mtime = ident.mtime_ms
+                size, mtime = unpack_size_mtime(packed, 16)
+                mtime //= 1_000_000  # as FileIdentity.mtime_ms
                 name = names[start]
                 row = (
-                    f'{prefix}{name}{kept}"{reason}"{k}bytes": {ident.size}{k}mtime_ms": {mtime}'
+                    f'{prefix}{name}{kept}"{reason}"{k}bytes": {size}{k}mtime_ms": {mtime}'
                     f'{k}age_ms": {now_ms - mtime}{k}start_offset": {int(name)}'
                     f'{k}end_offset": {value}{tail}'
                 )

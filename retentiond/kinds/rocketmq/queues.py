@@ -230,7 +230,8 @@ def plan_queues(
     queue_count = file_count = 0
     problems: list[str] = []
     live, unreadable = Reason.HOLDS_LIVE_OFFSET, Reason.UNREADABLE
-    memo_get = memo.get if memo is not None else {}.get
+    # (After a start the memo is empty: no lookup per queue in that first walk.)
+    memo_get = memo.get if memo else None
     loaded_get = loaded.get if loaded else None
     loaded_raw = getattr(loaded, "raw", None) if loaded else None
     append = examined.append
@@ -241,7 +242,7 @@ def plan_queues(
         if n < 2:
             continue  # only the newest file: nothing to examine
         directory = q.directory
-        hit = memo_get(directory)
+        hit = memo_get(directory) if memo_get is not None else None
         decision = None
         if hit is not None:
             earlier = hit

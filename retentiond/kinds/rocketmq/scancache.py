@@ -229,7 +229,7 @@ class LoadedValues:
     def __init__(self, listings: dict, qa: array, na: array, va: array, starts: array,
                  names: _NameTable) -> None:  # fmt: skip
         self._at = {path: i for i, path in enumerate(listings)}  # in the file's order
-        self._listings = listings
+        self._listings = list(listings.values())
         self._qa, self._na, self._va, self._starts, self._names = qa, na, va, starts, names
         self._ints: dict[int, int] = {}  # one int object per distinct size and device
 
@@ -240,10 +240,9 @@ class LoadedValues:
         """For the very listing loaded with the values (so the same names, in order): the
         directory's device, the values array and where this queue's values start in it
         (``queues.plan_queue_from_file``); else None (then ``get``)."""
-        path = q.directory
-        if self._listings.get(path) is not q:
+        i = self._at.get(q.directory)
+        if i is None or self._listings[i] is not q:
             return None
-        i = self._at[path]
         dev = self._qa[i * _Q + 7]
         if dev < 0:
             dev += _U64
