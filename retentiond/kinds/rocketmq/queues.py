@@ -90,7 +90,7 @@ def plan_queue(
 
 
 def plan_queue_from_file(
-    q: QueueListing, min_offset: int, reader: BinaryReader, dev: int, va: Sequence[int], at: int
+    q: QueueListing, min_offset: int, reader: BinaryReader, va: Sequence[int], at: int, dev: int
 ) -> QueueDecision:
     """``plan_queue`` for a listing loaded from the scan cache file, whose values are still in
     the file's array (``va[at:]``: inode, size, mtime_ns, ctime_ns, value or -1 per non-last
@@ -104,6 +104,8 @@ def plan_queue_from_file(
     deleted: list[Decision] = []
     directory, topic, queue_id = q.directory, q.topic, q.queue_id
     lstat = os.lstat
+    if dev < 0:
+        dev += 1 << 64  # stored as a signed 64-bit integer
     for name in q.names[:-1]:  # the newest file of a queue is never a candidate
         path = f"{directory}/{name}"
         ino, size, mtime, ctime, value = va[at : at + 5]
@@ -233,7 +235,12 @@ def plan_queues(
     # (After a start the memo is empty: no lookup per queue in that first walk.)
     memo_get = memo.get if memo else None
     loaded_get = loaded.get if loaded else None
-    loaded_raw = getattr(loaded, "raw", None) if loaded else None
+    # Listings loaded from the scan cache file, their values still in its arrays
+    # (scancache.LoadedValues; looked up inline: this runs for every queue after a start).
+    at_get = loaded_list = va = value_starts = devices = None
+    if loaded and hasattr(loaded, "index"):
+        at_get, loaded_list, va = loaded.index.get, loaded.listings, loaded.va
+        value_starts, devices = loaded.value_starts, loaded.devices
     append = examined.append
     for q in queues:
         queue_count += 1
@@ -264,10 +271,19 @@ def plan_queues(
                 # very listing they were read under, else each re-checked with an lstat.
                 known = known_values(earlier.names, decision_values(earlier), q)
                 decision = plan_queue(q, min_offset, reader, known, trust=same)
-        elif loaded_raw is not None and (raw := loaded_raw(q)) is not None:
+        elif (
+            at_get is not None and (i := at_get(directory)) is not None and loaded_list[i] is q  # type: ignore[index]
+        ):
             # The listing as loaded from the scan cache file, its values still in the file's
             # array: one lstat per file used (see plan_queue_from_file).
-            decision = plan_queue_from_file(q, min_offset, reader, *raw)
+            decision = plan_queue_from_file(
+                q,
+                min_offset,
+                reader,
+                va,
+                value_starts[i],
+                devices[i],  # type: ignore[arg-type,index]
+            )
         elif loaded_get is not None and (got := loaded_get(directory)) is not None:
             # From the scan cache file: never trusted as it stands (one lstat per file used).
             decision = plan_queue(q, min_offset, reader, known_values(got[0], got[1], q))

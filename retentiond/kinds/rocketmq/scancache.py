@@ -228,25 +228,21 @@ class LoadedValues:
 
     def __init__(self, listings: dict, qa: array, na: array, va: array, starts: array,
                  names: _NameTable) -> None:  # fmt: skip
-        self._at = {path: i for i, path in enumerate(listings)}  # in the file's order
-        self._listings = list(listings.values())
+        self._at = self.index = {path: i for i, path in enumerate(listings)}  # file order
+        self.listings = list(listings.values())
         self._qa, self._na, self._va, self._starts, self._names = qa, na, va, starts, names
+        # For ``queues.plan_queues``, which checks the values of the very listings loaded
+        # with them (so the same names, in order) straight from the array
+        # (``plan_queue_from_file``); any other listing of a queue goes through ``get``.
+        self.va = va
+        # Per queue: the directory's device (as stored: negative above 2**63) and where its
+        # values start in ``va`` (its names' start minus its index, times the record size).
+        self.devices = qa[7::_Q]
+        self.value_starts = array("q", ((s - i) * _V for i, s in enumerate(starts[:-1])))
         self._ints: dict[int, int] = {}  # one int object per distinct size and device
 
     def __len__(self) -> int:
         return len(self._at)
-
-    def raw(self, q: QueueListing) -> tuple[int, array, int] | None:
-        """For the very listing loaded with the values (so the same names, in order): the
-        directory's device, the values array and where this queue's values start in it
-        (``queues.plan_queue_from_file``); else None (then ``get``)."""
-        i = self._at.get(q.directory)
-        if i is None or self._listings[i] is not q:
-            return None
-        dev = self._qa[i * _Q + 7]
-        if dev < 0:
-            dev += _U64
-        return dev, self._va, (self._starts[i] - i) * _V
 
     def get(self, path: str) -> tuple[tuple[str, ...], Values] | None:
         """The names the values were read under and each non-last file's value, or None."""
