@@ -174,8 +174,8 @@ class QueueLister:
         # the device into one bytes object (``DIR_KEY``): compact for 100k+ queues, and
         # compared exactly. One object per queue directory: a daemon keeps them all.
         self._queues: dict[str, QueueListing] = {}
-        # Names tuples of the listings taken in this walk, to share equal ones (cleared with
-        # each walk, so that it never holds names no queue has any more).
+        # Names tuples of the listings taken in this walk, to share equal ones (emptied before
+        # and after each walk, so that it never holds names no queue has any more).
         self._names: dict[tuple[str, ...], tuple[str, ...]] = {}
         self.listed = 0  # directories actually read in the last walk (benchmarks, tests)
         self.queues_listed = 0  # of which queue directories (what the scan cache holds)
@@ -302,6 +302,7 @@ class QueueLister:
                 listing = self._list_queue(path, st, key, topic, queue_id, foreign)
                 if listing is not None:
                     yield listing
+        self._names = {}  # the listings share their tuples now: nothing more to keep
 
 
 def iter_queues(consumequeue_dir: str, foreign: list[ForeignEntry]) -> Iterator[QueueListing]:
