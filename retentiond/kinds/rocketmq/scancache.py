@@ -35,7 +35,8 @@ import os
 import struct
 import sys
 from array import array
-from itertools import accumulate
+from itertools import accumulate, repeat
+from operator import mul, sub
 from pathlib import Path
 from sys import intern
 
@@ -238,7 +239,8 @@ class LoadedValues:
         # Per queue: the directory's device (as stored: negative above 2**63) and where its
         # values start in ``va`` (its names' start minus its index, times the record size).
         self.devices = qa[7::_Q]
-        self.value_starts = array("q", ((s - i) * _V for i, s in enumerate(starts[:-1])))
+        n = len(starts) - 1
+        self.value_starts = array("q", map(mul, map(sub, starts[:-1], range(n)), repeat(_V, n)))
         self._ints: dict[int, int] = {}  # one int object per distinct size and device
 
     def __len__(self) -> int:
@@ -349,6 +351,8 @@ def _parse(raw: bytes, consumequeue_dir: str, cq_file_size: int) -> Loaded | Non
     key_at = q_start + 32  # the first queue's key within ``body``
     step = 8 * _Q
     new_listing = tuple.__new__  # a NamedTuple without its keyword-handling __new__
+    last_offsets = array("q", [-1])
+    names: tuple[str, ...] = ()
     for t, d, queue_id, first, end in records:
         if dirnames.get(d) != queue_id:
             dirname = table[d]
@@ -357,8 +361,11 @@ def _parse(raw: bytes, consumequeue_dir: str, cq_file_size: int) -> Loaded | Non
             dirnames[d] = queue_id
         key = body[key_at : key_at + 32]
         key_at += step
-        names = tuple(map(name_of, na[first:end]))
-        names = share(names, names)  # queues with the same file names share one tuple
+        offsets = na[first:end]
+        if offsets != last_offsets:  # (neighbouring queues mostly have the same names)
+            names = tuple(map(name_of, offsets))
+            names = share(names, names)  # queues with the same file names share one tuple
+            last_offsets = offsets
         topic = table[t]
         qpath = f"{prefix}{topic}/{table[d]}"
         # The first round re-checks every file it uses (see the module and plan_queues).
