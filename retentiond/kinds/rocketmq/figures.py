@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterable
+from typing import Any
 
 from retentiond.config.settings import Settings
 from retentiond.engine.decision import Decision
@@ -83,19 +84,25 @@ def _consumequeue(plan: Plan, gone: frozenset[str], settings: Settings) -> KindS
     files = queues.file_count - deleted
     oldest: int | None = None
     for q in queues.queues:
-        first = _first_left(q.deleted, q.stop, gone)
-        if first is not None and first.identity is not None:
-            mtime = first.identity.mtime_ms
+        mtime = _first_left(q.deleted, gone)
+        if mtime is _STOP:
+            mtime = q.stop_mtime_ms
+        if mtime is not None:
             oldest = mtime if oldest is None else min(oldest, mtime)
     return KindStats(files, files * settings.mapped_file_size_consumequeue, oldest, plan.now_ms)
 
 
-def _first_left(deleted: Iterable[Decision], stop: Decision | None, gone: frozenset[str]):
-    """The oldest file of a queue still on disk after the round, if the planner stat-ed it."""
+_STOP: Any = object()  # no planned file left: the stop is the oldest file
+
+
+def _first_left(deleted: Iterable[Decision], gone: frozenset[str]) -> int | None:
+    """The mtime of the oldest file of a queue still on disk after the round, if the planner
+    stat-ed it, among those planned to go (a failure or a dry run); ``_STOP`` when none of
+    them is left (then it is the stop's: ``stop_mtime_ms``, without making a Decision)."""
     for d in deleted:
         if d.path not in gone:
-            return d  # planned, but not deleted (a failure or a dry run)
-    return stop
+            return d.identity.mtime_ms if d.identity is not None else None
+    return _STOP
 
 
 def store_stats(

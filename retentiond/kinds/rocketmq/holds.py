@@ -67,7 +67,7 @@ def hold_queues(plan: QueuesPlan, hold: HoldRun) -> QueuesPlan:
         if len(go) == len(q.deleted):
             queues.append(q._replace(deleted=walked))
         else:
-            queues.append(q._replace(deleted=go, stop=walked[len(go)]))
+            queues.append(q.with_stop(go, walked[len(go)]))
         changed = True
     index = plan.index
     if any(d.delete for d in index):

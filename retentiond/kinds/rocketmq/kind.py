@@ -108,7 +108,7 @@ class RocketMQ:
                 got = scancache.load(
                     path, str(self.settings.consumequeue_dir), self.reader.cq_file_size
                 )
-            if got is not None:
+            if got is not None and not self.queue_memo:  # (a fresh kind: always empty)
                 queues, self.loaded_values, parents = got
                 self.lister.preload_parents(parents)
                 self.lister.preload(queues)
@@ -197,6 +197,10 @@ class RocketMQ:
                 rnd.execute(run)
             if qp.examined and rnd.remembers:
                 self._save_scan_cache()  # after the unlinks: the listings it saves are current
+                # The walk freed as much as it keeps (the cache file's arrays, the values it
+                # held, what the round built): hand the free heap back to the system, or a
+                # daemon's resident size carries it for good.
+                scancache.trim_heap()
         return Plan(
             now_ms=rnd.now_ms,
             timezone=s.daemon.timezone or "local",

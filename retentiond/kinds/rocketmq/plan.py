@@ -6,30 +6,159 @@ JSON form is versioned with the reasons (``SCHEMA_VERSION``).
 
 from __future__ import annotations
 
+import struct
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from json.encoder import encode_basestring_ascii
 from typing import NamedTuple
 
 from retentiond.engine.decision import Decision
+from retentiond.engine.identity import FileIdentity
 from retentiond.engine.jsonstream import Rows, encode_decision, materialize
 from retentiond.kinds.rocketmq.triggers import Triggers
 from retentiond.reasons import SCHEMA_VERSION, Kind, Reason, Verdict
 
 
-class QueueDecision(NamedTuple):
-    """One ConsumeQueue, compactly: the first ``delete_count`` files go, the rest stay.
-
-    With 100k+ queues a Decision object per kept file would dominate a round's cost, so kept
-    files are expanded only when someone asks (``decisions()``).
-    """
-
+class _QueueFields(NamedTuple):
     topic: str
     queue_id: int
     directory: str
     names: tuple[str, ...]
     deleted: tuple[Decision, ...]
-    stop: Decision | None  # the first kept file when it was examined (not for the newest)
+    # The first kept file when it was examined (never the newest), kept as its parts: the
+    # stop is always ``names[len(deleted)]`` in this queue, so its path, start offset, kind,
+    # verdict, topic and queue id follow from the queue. None: no file was kept after an
+    # examination (every examined file goes, or only the newest file is left).
+    stop_reason: Reason | None
+    # Its identity and value packed in one bytes object (``STOP``: inode, device, size,
+    # mtime_ns, value or -1) instead of a FileIdentity and four integers; None when it could
+    # not be stat-ed. Read through ``stop_identity``, ``stop_value``, ``stop_mtime_ms``.
+    stop_packed: bytes | None
+    # Why it could not be read (a str), or a whole stop Decision that does not have the
+    # usual shape (tests and holds build such), kept as given.
+    stop_extra: str | Decision | None
+    # The key of the directory listing the decision was made on (``QueueListing.key``, the
+    # very object): the planner trusts the values it read only while the lister hands back
+    # that listing. None for a decision not made by the planner.
+    dir_key: bytes | None = None
+
+
+STOP = struct.Struct("=QQqqq")  # inode, device, size, mtime_ns, value (-1: none)
+_MTIME = struct.Struct("=q")
+_MTIME_AT = 24
+VALUE_AT = 32
+
+
+def pack_stop(ident: FileIdentity, value: int | None) -> bytes:
+    return STOP.pack(
+        ident.ino, ident.dev, ident.size, ident.mtime_ns, -1 if value is None else value
+    )
+
+
+class QueueDecision(_QueueFields):
+    """One ConsumeQueue, compactly: the first ``delete_count`` files go, the rest stay.
+
+    With 100k+ queues a Decision object per kept file would dominate a round's cost, and a
+    daemon keeps every queue's decision between rounds (the memo of ``plan_queues``): so
+    even the stop is kept as its parts (reason, packed identity and value) and made into a
+    ``Decision`` only when someone asks (``stop``, ``decisions()``). That is a tuple and a
+    bytes object per queue instead of a tuple, a Decision, a path string, two offsets, a
+    FileIdentity and its integers.
+
+    ``QueueDecision(topic, queue_id, directory, names, deleted, stop)`` takes the stop as a
+    ``Decision``; ``plan_queue`` builds the compact form directly.
+    """
+
+    __slots__ = ()
+
+    def __new__(  # type: ignore[misc]
+        cls,
+        topic: str,
+        queue_id: int,
+        directory: str,
+        names: tuple[str, ...],
+        deleted: tuple[Decision, ...],
+        stop: Decision | None = None,
+    ) -> QueueDecision:
+        if stop is None:
+            parts: tuple = (None, None, None)
+        else:
+            at = len(deleted)
+            usual = (
+                at < len(names)
+                and stop.kind is Kind.CONSUMEQUEUE
+                and stop.verdict is Verdict.KEEP
+                and stop.path == f"{directory}/{names[at]}"
+                and type(stop.start_offset) is int
+                and stop.start_offset == int(names[at])
+                and stop.topic == topic
+                and stop.queue_id == queue_id
+                and stop.identity is not None
+                and (stop.end_offset is None or type(stop.end_offset) is int)
+                and (stop.end_offset or 0) >= 0
+            )
+            if usual:
+                packed = pack_stop(stop.identity, stop.end_offset)  # type: ignore[arg-type]
+                parts = (stop.reason, packed, stop.detail)
+            else:
+                parts = (stop.reason, None, stop)
+        return tuple.__new__(cls, (topic, queue_id, directory, names, deleted, *parts, None))
+
+    def with_stop(self, deleted: tuple[Decision, ...], stop: Decision | None) -> QueueDecision:
+        """The same queue with other deletions and stop (holds shorten a run)."""
+        return QueueDecision(self.topic, self.queue_id, self.directory, self.names, deleted, stop)
+
+    @property
+    def stop_full(self) -> Decision | None:
+        extra = self.stop_extra
+        return extra if type(extra) is Decision else None
+
+    @property
+    def stop_detail(self) -> str | None:
+        extra = self.stop_extra
+        return extra.detail if type(extra) is Decision else extra
+
+    @property
+    def stop_identity(self) -> FileIdentity | None:
+        packed = self.stop_packed
+        if packed is not None:
+            return FileIdentity(*STOP.unpack(packed)[:4])
+        extra = self.stop_extra
+        return extra.identity if type(extra) is Decision else None
+
+    @property
+    def stop_value(self) -> int | None:
+        """The CommitLog offset in the stop's last unit, if it was read."""
+        packed = self.stop_packed
+        if packed is not None:
+            value = _MTIME.unpack_from(packed, VALUE_AT)[0]
+            return None if value < 0 else value
+        extra = self.stop_extra
+        return extra.end_offset if type(extra) is Decision else None
+
+    @property
+    def stop_mtime_ms(self) -> int | None:
+        """``stop_identity.mtime_ms`` without making the identity (figures, every round)."""
+        packed = self.stop_packed
+        if packed is not None:
+            return _MTIME.unpack_from(packed, _MTIME_AT)[0] // 1_000_000
+        ident = self.stop_identity
+        return None if ident is None else ident.mtime_ms
+
+    @property
+    def stop(self) -> Decision | None:
+        """The first kept file when it was examined (not for the newest), as a Decision."""
+        reason = self.stop_reason
+        if reason is None:
+            return None
+        extra = self.stop_extra
+        if type(extra) is Decision:
+            return extra
+        name = self.names[len(self.deleted)]
+        return Decision(
+            Kind.CONSUMEQUEUE, f"{self.directory}/{name}", Verdict.KEEP, reason,
+            self.stop_identity, int(name), self.stop_value, self.topic, self.queue_id, extra,
+        )  # fmt: skip
 
     @property
     def delete_count(self) -> int:
@@ -38,8 +167,9 @@ class QueueDecision(NamedTuple):
     def decisions(self) -> Iterator[Decision]:
         yield from self.deleted
         start = len(self.deleted)
-        if self.stop is not None:
-            yield self.stop
+        stop = self.stop
+        if stop is not None:
+            yield stop
             start += 1
         last = len(self.names) - 1
         for i in range(start, len(self.names)):
@@ -120,8 +250,8 @@ class Plan:
             if d.reason is Reason.BAD_SIZE:
                 found.append((d.path, d.detail or "bad size"))
         for q in self.queues.queues:
-            if q.stop is not None and q.stop.reason is Reason.UNREADABLE:
-                found.append((q.stop.path, q.stop.detail or "unreadable"))
+            if q.stop_reason is Reason.UNREADABLE and (stop := q.stop) is not None:
+                found.append((stop.path, stop.detail or "unreadable"))
         for d in self.queues.index:
             if d.reason is Reason.UNREADABLE:
                 found.append((d.path, d.detail or "unreadable"))
@@ -204,6 +334,7 @@ def encode_queue_files(
     after = f'{kept}"{Reason.AFTER_FIRST_KEPT}"{k}start_offset": '
     newest = f'{kept}"{Reason.NEWEST_FILE}"{k}start_offset": '
     close = "\n" + pad + "}"
+    unpack_size_mtime = struct.Struct("=qq").unpack_from  # from a packed stop (``STOP``)
     parts: list[str] = []
     append = parts.append
     for n, q in enumerate(queues, 1):
@@ -211,7 +342,7 @@ def encode_queue_files(
             yield "".join(parts)
             parts = []
             append = parts.append
-        deleted, stop = q.deleted, q.stop
+        deleted = q.deleted
         for d in deleted:
             append(sep + encode_decision(d, now_ms, pad))
         if not all_queue_files:
@@ -222,24 +353,22 @@ def encode_queue_files(
         prefix = head + encode_basestring_ascii(q.directory + "/")[:-1]
         tail = f'{k}topic": {encode_basestring_ascii(q.topic)}{k}queue_id": {q.queue_id}{close}'
         row = ""  # the stop's row, when it shares the queue's tail
-        if stop is not None:
-            ident = stop.identity
-            if (
-                ident is not None
-                and stop.detail is None
-                and type(stop.start_offset) is int
-                and type(stop.end_offset) is int
-                and stop.topic == q.topic
-                and stop.queue_id == q.queue_id
-            ):  # the usual stop: a file holding a live offset
-                mtime = ident.mtime_ms
+        reason = q.stop_reason
+        if reason is not None:
+            packed = q.stop_packed
+            if packed is not None and q.stop_extra is None and (value := q.stop_value) is not None:
+                # the usual stop: a file holding a live offset (path and offset: its name)
+                size, mtime = unpack_size_mtime(packed, 16)
+                mtime //= 1_000_000  # as FileIdentity.mtime_ms
+                name = names[start]
                 row = (
-                    f'{head}{encode_basestring_ascii(stop.path)}{k}verdict": "{stop.verdict}"'
-                    f'{k}reason": "{stop.reason}"{k}bytes": {ident.size}{k}mtime_ms": {mtime}'
-                    f'{k}age_ms": {now_ms - mtime}{k}start_offset": {stop.start_offset}'
-                    f'{k}end_offset": {stop.end_offset}{tail}'
+                    f'{prefix}{name}{kept}"{reason}"{k}bytes": {size}{k}mtime_ms": {mtime}'
+                    f'{k}age_ms": {now_ms - mtime}{k}start_offset": {int(name)}'
+                    f'{k}end_offset": {value}{tail}'
                 )
             else:
+                stop = q.stop
+                assert stop is not None
                 append(sep + encode_decision(stop, now_ms, pad))
             start += 1
         if start <= last:

@@ -8,13 +8,21 @@ every queue and of the index list is never deleted.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import os
+import struct
+from collections.abc import Iterable, Sequence
+from stat import S_ISREG
 
 from retentiond.engine.decision import Decision
-from retentiond.kinds.rocketmq.plan import QueueDecision, QueuesPlan
+from retentiond.engine.identity import FileIdentity
+from retentiond.kinds.rocketmq.plan import STOP, VALUE_AT, QueueDecision, QueuesPlan
 from retentiond.kinds.rocketmq.reader import BinaryReader, Known, read_index_header
 from retentiond.kinds.rocketmq.snapshot import IndexFile, QueueListing
 from retentiond.reasons import Kind, Reason, Verdict
+
+pack = STOP.pack
+value_at = struct.Struct("=q").unpack_from
+new_tuple = tuple.__new__  # a NamedTuple built without its keyword-handling __new__
 
 Values = tuple["Known | None", ...]  # per file name of a listing, oldest first (no newest)
 
@@ -31,9 +39,9 @@ def known_values(names: tuple[str, ...], values: Values, q: QueueListing) -> Val
 def decision_values(d: QueueDecision) -> Values:
     """What an earlier decision read: the value of each file it examined, oldest first."""
     got: list[Known | None] = [(x.identity, x.end_offset, None) for x in d.deleted]  # type: ignore[misc]
-    stop = d.stop
-    if stop is not None and stop.identity is not None and stop.end_offset is not None:
-        got.append((stop.identity, stop.end_offset, None))
+    ident, value = d.stop_identity, d.stop_value
+    if d.stop_reason is not None and ident is not None and value is not None:
+        got.append((ident, value, None))
     return tuple(got)
 
 
@@ -55,7 +63,6 @@ def plan_queue(
     on are looked at: the prefix that goes and the first one kept.
     """
     deleted: list[Decision] = []
-    stop: Decision | None = None
     directory, topic, queue_id = q.directory, q.topic, q.queue_id
     n_known = len(known)
     for i, name in enumerate(q.names[:-1]):  # the newest file of a queue is never a candidate
@@ -69,11 +76,81 @@ def plan_queue(
                          topic, queue_id)
             )  # fmt: skip
             continue
+        # The stop is kept as its parts (``QueueDecision``): its path and offset are its name.
         reason = Reason.UNREADABLE if value is None else Reason.HOLDS_LIVE_OFFSET
-        stop = Decision(Kind.CONSUMEQUEUE, path, Verdict.KEEP, reason, got.identity, int(name),
-                        value, topic, queue_id, got.problem)  # fmt: skip
-        break
-    return QueueDecision(topic, queue_id, directory, q.names, tuple(deleted), stop)
+        ident = got.identity
+        packed = None
+        if ident is not None:
+            packed = pack(ident.ino, ident.dev, ident.size, ident.mtime_ns,
+                          -1 if value is None else value)  # fmt: skip
+        parts = (reason, packed, got.problem, q.key)
+        return new_tuple(QueueDecision, (topic, queue_id, directory, q.names, (*deleted,), *parts))
+    parts = (None, None, None, q.key)
+    return new_tuple(QueueDecision, (topic, queue_id, directory, q.names, (*deleted,), *parts))
+
+
+def plan_queue_from_file(
+    q: QueueListing, min_offset: int, reader: BinaryReader, va: Sequence[int], at: int, dev: int
+) -> QueueDecision:
+    """``plan_queue`` for a listing loaded from the scan cache file, whose values are still in
+    the file's array (``va[at:]``: inode, size, mtime_ns, ctime_ns, value or -1 per non-last
+    file; ``dev`` the directory's device): as ``plan_queue`` with each value handed in as
+    ``known``, without making a FileIdentity, a tuple and a ReadResult per file first (the
+    first round after a start does this for every queue).
+
+    A value is used only after an lstat shows the file with the inode, device, size, mtime
+    and ctime it was read with, as a regular file; any difference reads the file again.
+    """
+    deleted: list[Decision] = []
+    directory, topic, queue_id = q.directory, q.topic, q.queue_id
+    lstat = os.lstat
+    if dev < 0:
+        dev += 1 << 64  # stored as a signed 64-bit integer
+    for name in q.names[:-1]:  # the newest file of a queue is never a candidate
+        path = f"{directory}/{name}"
+        ino, size, mtime, ctime, value = va[at : at + 5]
+        at += 5
+        problem: str | None = None
+        if value >= 0:
+            if ino < 0:
+                ino += 1 << 64
+            try:
+                st = lstat(path)
+            except OSError as exc:  # as cq_last_offset: a known file that cannot be stat-ed
+                value, ident, problem = None, None, f"stat failed: {exc.strerror}"
+            else:
+                if (
+                    st.st_ino == ino
+                    and st.st_size == size
+                    and st.st_mtime_ns == mtime
+                    and st.st_dev == dev
+                    and (ctime < 0 or st.st_ctime_ns == ctime)
+                    and S_ISREG(st.st_mode)
+                ):
+                    ident = FileIdentity(ino, dev, size, mtime) if value < min_offset else None
+                else:
+                    value = -1
+        if value is not None and value < 0:  # not known, or changed: read it
+            got = reader.cq_last_offset(path)
+            value, ident, problem = got.value, got.identity, got.problem
+        if value is not None and value < min_offset:  # strict "<" as upstream
+            deleted.append(
+                Decision(Kind.CONSUMEQUEUE, path, Verdict.DELETE,
+                         Reason.BELOW_COMMITLOG_MIN_OFFSET, ident, int(name), value,
+                         topic, queue_id)
+            )  # fmt: skip
+            continue
+        reason = Reason.UNREADABLE if value is None else Reason.HOLDS_LIVE_OFFSET
+        packed = None
+        if ident is not None:  # read again just now
+            packed = pack(ident.ino, ident.dev, ident.size, ident.mtime_ns,
+                          -1 if value is None else value)  # fmt: skip
+        elif value is not None:  # known and unchanged
+            packed = pack(ino, dev, size, mtime, value)
+        parts = (reason, packed, problem, q.key)
+        return new_tuple(QueueDecision, (topic, queue_id, directory, q.names, (*deleted,), *parts))
+    parts = (None, None, None, q.key)
+    return new_tuple(QueueDecision, (topic, queue_id, directory, q.names, (*deleted,), *parts))
 
 
 def plan_index(
@@ -133,7 +210,7 @@ def plan_queues(
     min_offset: int,
     last_min_offset: int,
     reader: BinaryReader,
-    memo: dict[str, tuple[QueueListing, QueueDecision]] | None = None,
+    memo: dict[str, QueueDecision] | None = None,
     loaded: dict[str, tuple[tuple[str, ...], Values]] | None = None,
 ) -> QueuesPlan:
     """Plan every queue and the index list, or nothing when the minimum has not moved.
@@ -155,8 +232,15 @@ def plan_queues(
     queue_count = file_count = 0
     problems: list[str] = []
     live, unreadable = Reason.HOLDS_LIVE_OFFSET, Reason.UNREADABLE
-    memo_get = memo.get if memo is not None else {}.get
+    # (After a start the memo is empty: no lookup per queue in that first walk.)
+    memo_get = memo.get if memo else None
     loaded_get = loaded.get if loaded else None
+    # Listings loaded from the scan cache file, their values still in its arrays
+    # (scancache.LoadedValues; looked up inline: this runs for every queue after a start).
+    at_get = loaded_list = va = value_starts = devices = None
+    if loaded and hasattr(loaded, "index"):
+        at_get, loaded_list, va = loaded.index.get, loaded.listings, loaded.va
+        value_starts, devices = loaded.value_starts, loaded.devices
     append = examined.append
     for q in queues:
         queue_count += 1
@@ -165,20 +249,21 @@ def plan_queues(
         if n < 2:
             continue  # only the newest file: nothing to examine
         directory = q.directory
-        hit = memo_get(directory)
+        hit = memo_get(directory) if memo_get is not None else None
         decision = None
         if hit is not None:
-            earlier = hit[1]
-            stop = earlier.stop
-            # The same names tuple: the listing the earlier decision was made on (the lister
-            # hands it back, as is or marked trusted, while the directory is unchanged).
-            same = q.unchanged and hit[0].names is q.names
+            earlier = hit
+            # The listing the earlier decision was made on: the lister hands back the same
+            # listing (and its very key object) while the directory is unchanged. A listing
+            # loaded from the scan cache file has no earlier decision in its first round.
+            key = q.key
+            same = q.unchanged and bool(key) and earlier.dir_key is key
             if (
                 same
                 and not earlier.deleted
-                and stop is not None
-                and stop.reason is live
-                and stop.end_offset >= min_offset
+                and earlier.stop_reason is live  # (so its value was read: in the bytes)
+                and earlier.stop_extra is None
+                and value_at(earlier.stop_packed, VALUE_AT)[0] >= min_offset
             ):
                 decision = earlier
             else:
@@ -186,16 +271,29 @@ def plan_queues(
                 # very listing they were read under, else each re-checked with an lstat.
                 known = known_values(earlier.names, decision_values(earlier), q)
                 decision = plan_queue(q, min_offset, reader, known, trust=same)
+        elif (
+            at_get is not None and (i := at_get(directory)) is not None and loaded_list[i] is q  # type: ignore[index]
+        ):
+            # The listing as loaded from the scan cache file, its values still in the file's
+            # array: one lstat per file used (see plan_queue_from_file).
+            decision = plan_queue_from_file(
+                q,
+                min_offset,
+                reader,
+                va,
+                value_starts[i],
+                devices[i],  # type: ignore[arg-type,index]
+            )
         elif loaded_get is not None and (got := loaded_get(directory)) is not None:
             # From the scan cache file: never trusted as it stands (one lstat per file used).
             decision = plan_queue(q, min_offset, reader, known_values(got[0], got[1], q))
         else:
             decision = plan_queue(q, min_offset, reader)
-        if memo is not None and (hit is None or hit[1] is not decision or hit[0] is not q):
-            memo[directory] = (q, decision)  # (the common warm case writes nothing)
+        if memo is not None and hit is not decision:
+            memo[directory] = decision  # (the common warm case writes nothing)
         append(decision)
-        if decision.stop is not None and decision.stop.reason is unreadable:
-            problems.append(f"{decision.stop.path}: {decision.stop.detail}")
+        if decision.stop_reason is unreadable:
+            problems.append(f"{decision.stop.path}: {decision.stop_detail}")  # type: ignore[union-attr]
     if memo is not None and len(memo) != len(examined):  # forget queues that are gone
         keep = {d.directory for d in examined}
         for gone in [k for k in memo if k not in keep]:

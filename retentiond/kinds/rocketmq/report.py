@@ -57,13 +57,13 @@ def _reason_counts(queues: Iterable[QueueDecision]) -> dict[str, int]:
         start = len(qd.deleted)
         for d in qd.deleted:
             counts[d.reason] = counts.get(d.reason, 0) + 1
-        stop = qd.stop
-        if stop is not None:
+        reason = qd.stop_reason
+        if reason is not None:
             start += 1
-            if stop.reason is live:
+            if reason is live:
                 held_live += 1
             else:
-                counts[stop.reason] = counts.get(stop.reason, 0) + 1
+                counts[reason] = counts.get(reason, 0) + 1
         rest = len(qd.names) - start
         if rest > 0:
             newest += 1
@@ -81,7 +81,8 @@ def _queue_rows(queues: Iterable[QueueDecision], now_ms: int) -> Iterator[_Row]:
     keep = str(Verdict.KEEP)
     after, newest = str(Reason.AFTER_FIRST_KEPT), str(Reason.NEWEST_FILE)
     for qd in queues:
-        examined = [*qd.deleted, qd.stop] if qd.stop is not None else qd.deleted
+        stop = qd.stop
+        examined = [*qd.deleted, stop] if stop is not None else qd.deleted
         yield from _rows(examined, now_ms)
         names = qd.names
         last = len(names) - 1

@@ -144,7 +144,7 @@ def _list_dir(path: str, foreign: list[ForeignEntry]) -> tuple[list[str], list[F
         for entry in entries:
             name = entry.name
             if entry.is_file(follow_symlinks=False) and _is_offset_name(name):
-                names.append(name)
+                names.append(intern(name))  # offsets repeat across queues: one string each
             else:
                 strangers.append(ForeignEntry(entry.path, _classify(entry) or ForeignWhy.NAME))
     names.sort()  # fixed-width decimal: lexicographic order is offset order
@@ -168,11 +168,15 @@ class QueueLister:
         # path -> ((mtime_ns, ctime_ns, ino), what the listing produced, foreign entries)
         self._parents: dict[str, tuple[tuple[int, int, int], tuple[tuple[str, int | None], ...],
                                        tuple[ForeignEntry, ...]]] = {}  # fmt: skip
-        # path -> (directory key, listing, foreign entries found). The key packs the mtime,
-        # the change time (utime() can set an mtime back, never a ctime), the inode and the
-        # device into one bytes object (``DIR_KEY``): compact for 100k+ queues, and compared
-        # exactly.
-        self._queues: dict[str, tuple[bytes, QueueListing | None, tuple[ForeignEntry, ...]]] = {}
+        # path -> the listing, carrying the directory key it was taken under and the foreign
+        # entries found (``names`` empty: a directory without queue files). The key packs the
+        # mtime, the change time (utime() can set an mtime back, never a ctime), the inode and
+        # the device into one bytes object (``DIR_KEY``): compact for 100k+ queues, and
+        # compared exactly. One object per queue directory: a daemon keeps them all.
+        self._queues: dict[str, QueueListing] = {}
+        # Names tuples of the listings taken in this walk, to share equal ones (emptied before
+        # and after each walk, so that it never holds names no queue has any more).
+        self._names: dict[tuple[str, ...], tuple[str, ...]] = {}
         self.listed = 0  # directories actually read in the last walk (benchmarks, tests)
         self.queues_listed = 0  # of which queue directories (what the scan cache holds)
 
@@ -230,17 +234,18 @@ class QueueLister:
         except OSError:
             self._queues.pop(path, None)
             return None
-        listing = QueueListing(topic, queue_id, path, tuple(names)) if names else None
+        t = (*names,)
+        t = self._names.setdefault(t, t)  # queues with the same file names share one tuple
+        listing = QueueListing(topic, queue_id, path, t, False, key) if names else None
         if st.st_mtime_ns < listed_at - _RACY_NS:
-            again = listing._replace(unchanged=True) if listing is not None else None
-            self._queues[path] = (key, again, tuple(strangers))
+            self._queues[path] = QueueListing(topic, queue_id, path, t, True, key, (*strangers,))
         else:
             self._queues.pop(path, None)
         return listing
 
     def queue_entries(self):
-        """The remembered queue listings as (path, (directory key, listing, foreign
-        entries)), for the scan cache file."""
+        """The remembered queue listings as (path, listing), for the scan cache file (a
+        listing with no names: a directory without queue files)."""
         return self._queues.items()
 
     def parent_entries(self):
@@ -254,8 +259,10 @@ class QueueLister:
 
     def preload(self, entries: dict) -> None:
         """Listings from the cache file (``scancache``), used only while each directory keeps
-        its identity, and handed out as not ``unchanged`` the first time so that every file's
-        identity is checked again before its cached value is used."""
+        its identity. They are handed out as they are (``unchanged``): the first round after a
+        start has no earlier decision for them, so ``plan_queues`` checks every file's
+        identity before it uses a value from the file, and from the next round on the
+        listing is the one those checks were made under."""
         self._queues.update(entries)
 
     def iter_queues(
@@ -267,11 +274,11 @@ class QueueLister:
         common path) because it runs over every queue of the store.
         """
         self.listed = self.queues_listed = 0
+        self._names = {}
         queues = self._queues
         get = queues.get
         pack = DIR_KEY.pack
         stat = os.stat
-        new_tuple = tuple.__new__  # a NamedTuple without its keyword-handling __new__
         for topic, _ in self._children(consumequeue_dir, foreign):
             topic_path = f"{consumequeue_dir}/{topic}"
             for name, queue_id in self._children(topic_path, foreign):
@@ -285,21 +292,17 @@ class QueueLister:
                     queues.pop(path, None)
                     continue
                 key = pack(st.st_mtime_ns, st.st_ctime_ns, st.st_ino, st.st_dev)
-                cached = get(path)
-                if cached is not None and cached[0] == key:
-                    if cached[2]:
-                        foreign.extend(cached[2])
-                    listing = cached[1]
-                    if listing is not None and not listing.unchanged:
-                        # Loaded from a cache file: this round re-checks each file it uses;
-                        # from the next one on the listing is as trusted as one taken here
-                        # (the same names tuple: see plan_queues).
-                        trusted = new_tuple(QueueListing, (*listing[:4], True))
-                        queues[path] = (key, trusted, cached[2])
-                else:
-                    listing = self._list_queue(path, st, key, topic, queue_id, foreign)
+                listing = get(path)
+                if listing is not None and listing.key == key:
+                    if listing.strangers:
+                        foreign.extend(listing.strangers)
+                    if listing.names:
+                        yield listing
+                    continue
+                listing = self._list_queue(path, st, key, topic, queue_id, foreign)
                 if listing is not None:
                     yield listing
+        self._names = {}  # the listings share their tuples now: nothing more to keep
 
 
 def iter_queues(consumequeue_dir: str, foreign: list[ForeignEntry]) -> Iterator[QueueListing]:

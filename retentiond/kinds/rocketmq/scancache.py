@@ -35,7 +35,10 @@ import os
 import struct
 import sys
 from array import array
+from itertools import accumulate, repeat
+from operator import mul, sub
 from pathlib import Path
+from sys import intern
 
 import structlog
 
@@ -96,7 +99,7 @@ def save(
     consumequeue_dir: str,
     lister: QueueLister,
     memo: dict,
-    loaded: dict[str, tuple[tuple[str, ...], Values]] | None,
+    loaded: LoadedValues | None,
     cq_file_size: int,
 ) -> bool:
     """Write the lister's remembered listings with the values their queues' decisions read
@@ -109,13 +112,14 @@ def save(
     qa, na, va = array("q"), array("q"), array("q")
     loaded_get = (loaded or {}).get
     unpack = DIR_KEY.unpack
-    for qpath, (key, listing, strangers) in lister.queue_entries():
-        if listing is None or strangers:
+    for qpath, listing in lister.queue_entries():
+        if not listing.names or listing.strangers:
             continue  # only plain queue directories are worth carrying over
+        key = listing.key
         dev = unpack(key)[3]
         names = listing.names
         hit = memo.get(qpath)
-        got = (hit[1].names, decision_values(hit[1])) if hit is not None else loaded_get(qpath)
+        got = (hit.names, decision_values(hit)) if hit is not None else loaded_get(qpath)
         known: Values = ()
         if got is not None and (got[0] is names or got[0] == names):
             known = got[1]
@@ -177,7 +181,7 @@ def save(
     return True
 
 
-Loaded = tuple[dict, dict[str, tuple[tuple[str, ...], Values]], dict]
+Loaded = tuple[dict, "LoadedValues", dict]
 
 
 def load(path: Path, consumequeue_dir: str, cq_file_size: int) -> Loaded | None:
@@ -202,15 +206,79 @@ def load(path: Path, consumequeue_dir: str, cq_file_size: int) -> Loaded | None:
         log.warning("ignoring a corrupt or foreign scan cache", file=str(path), error=str(exc))
         return None
     del raw
-    _trim_heap()
+    trim_heap()
     return got
 
 
-def _trim_heap() -> None:
+def trim_heap() -> None:
     """Give the file's memory back to the system (glibc keeps freed heap pages otherwise, and
     the daemon's resident size would carry the whole file for good)."""
     with contextlib.suppress(OSError, AttributeError):  # not glibc: nothing to do
         ctypes.CDLL(None).malloc_trim(0)
+
+
+class LoadedValues:
+    """The values of the cache file by queue directory, made into ``Known`` tuples only when
+    a round asks for a queue's (``get``), from the file's arrays.
+
+    Built all at once at load time, 100,000 queues' tuples, identities and integers would
+    live until the first round and leave the heap full of holes between what a daemon keeps
+    (tens of MB of resident memory it never gives back); made per queue as the round goes,
+    each is freed before the next queue's are made.
+    """
+
+    def __init__(self, listings: dict, qa: array, na: array, va: array, starts: array,
+                 names: _NameTable) -> None:  # fmt: skip
+        self._at = self.index = {path: i for i, path in enumerate(listings)}  # file order
+        self.listings = list(listings.values())
+        self._qa, self._na, self._va, self._starts, self._names = qa, na, va, starts, names
+        # For ``queues.plan_queues``, which checks the values of the very listings loaded
+        # with them (so the same names, in order) straight from the array
+        # (``plan_queue_from_file``); any other listing of a queue goes through ``get``.
+        self.va = va
+        # Per queue: the directory's device (as stored: negative above 2**63) and where its
+        # values start in ``va`` (its names' start minus its index, times the record size).
+        self.devices = qa[7::_Q]
+        n = len(starts) - 1
+        self.value_starts = array("q", map(mul, map(sub, starts[:-1], range(n)), repeat(_V, n)))
+        self._ints: dict[int, int] = {}  # one int object per distinct size and device
+
+    def __len__(self) -> int:
+        return len(self._at)
+
+    def get(self, path: str) -> tuple[tuple[str, ...], Values] | None:
+        """The names the values were read under and each non-last file's value, or None."""
+        i = self._at.get(path)
+        if i is None:
+            return None
+        qa, va, same = self._qa, self._va, self._ints.setdefault
+        n = qa[i * _Q + 3]
+        dev = qa[i * _Q + 7]
+        if dev < 0:
+            dev += _U64
+        dev = same(dev, dev)
+        ni = self._starts[i]
+        vi = ni - i
+        names = tuple(map(self._names.__getitem__, self._na[ni : ni + n]))
+        vals: list[Known | None] = []
+        for j in range(vi * _V, (vi + n - 1) * _V, _V):
+            v_ino, v_size, v_mtime, v_ctime, value = va[j : j + _V]
+            if value < 0:
+                vals.append(None)
+                continue
+            if v_ino < 0:
+                v_ino += _U64
+            ident = FileIdentity(v_ino, dev, same(v_size, v_size), v_mtime)
+            vals.append((ident, value, v_ctime if v_ctime >= 0 else None))
+        return names, tuple(vals)
+
+
+class _NameTable(dict):
+    """File names by offset, made once each (``sys.intern``: the lister's listings share them)."""
+
+    def __missing__(self, offset: int) -> str:
+        name = self[offset] = intern(f"{offset:020d}")
+        return name
 
 
 def _parse(raw: bytes, consumequeue_dir: str, cq_file_size: int) -> Loaded | None:
@@ -259,59 +327,50 @@ def _parse(raw: bytes, consumequeue_dir: str, cq_file_size: int) -> Loaded | Non
     pos += 8 * n_p * _P
     ca.frombytes(body[pos:])
     queues: dict = {}
-    values: dict[str, tuple[tuple[str, ...], Values]] = {}
-    ni = 0
     prefix = f"{consumequeue_dir}/"
-    fmt = "{:020d}".format
-    same: dict[int, int] = {}  # one int object per distinct device and size (memory)
-    intern = same.setdefault
-    n_na = len(na)
+    # One string per distinct file name: queues are named by logical offsets, which repeat
+    # from queue to queue (every queue starts at 0 and grows by one file size), so 100,000
+    # queues share a handful of name strings instead of holding two or more each.
+    names_by_offset = _NameTable()
+    name_of = names_by_offset.__getitem__
+    share = {}.setdefault
     dirnames: dict[int, int] = {}  # string index -> queue id, checked once per name
+    # Checked for all queues at once before any is used: each queue has a file, the names
+    # are the queues' and the values their non-last files'.
+    counts = qa[3::_Q]
+    if counts and min(counts) < 1:
+        raise ValueError("a queue without files")
+    if sum(counts) != len(na) or sum(counts) - n_q != n_v:
+        raise ValueError("the file names or values do not match the queues")
+    if na and min(na) < 0:
+        raise ValueError("a negative file name")
+    # Where each queue's names start (and its values: that minus the queue's index).
+    starts = array("q", accumulate(counts, initial=0))
     # Strided views: one C-level step per queue instead of slicing a record apart.
-    records = zip(qa[0::_Q], qa[1::_Q], qa[2::_Q], qa[3::_Q], qa[7::_Q], strict=True)
-    vit = zip(va[0::_V], va[1::_V], va[2::_V], va[3::_V], va[4::_V], strict=True)
+    records = zip(qa[0::_Q], qa[1::_Q], qa[2::_Q], starts[:-1], starts[1:], strict=True)
     key_at = q_start + 32  # the first queue's key within ``body``
-    for t, d, queue_id, n, q_dev in records:
+    step = 8 * _Q
+    new_listing = tuple.__new__  # a NamedTuple without its keyword-handling __new__
+    last_offsets = array("q", [-1])
+    names: tuple[str, ...] = ()
+    for t, d, queue_id, first, end in records:
         if dirnames.get(d) != queue_id:
             dirname = table[d]
             if not (dirname.lstrip("-").isdigit() and int(dirname) == queue_id):
                 raise ValueError(f"bad queue entry {table[t]!r}/{dirname!r}")
             dirnames[d] = queue_id
         key = body[key_at : key_at + 32]
-        key_at += 8 * _Q
-        if n < 1:
-            raise ValueError(f"bad file count in {table[t]!r}/{table[d]!r}")
-        offsets = na[ni : ni + n]
-        ni += n
-        if ni > n_na or min(offsets) < 0:
-            raise ValueError(f"bad file names in {table[t]!r}/{table[d]!r}")
-        names = tuple(map(fmt, offsets))
-        if q_dev < 0:
-            q_dev += _U64
-        q_dev = intern(q_dev, q_dev)
-        vals: list[Known | None] = []
-        used = False
-        for _ in range(n - 1):
-            v_ino, v_size, v_mtime, v_ctime, value = next(vit)  # StopIteration: too few
-            if value < 0:
-                vals.append(None)
-            else:
-                used = True
-                if v_ino < 0:
-                    v_ino += _U64
-                ident = FileIdentity(v_ino, q_dev, intern(v_size, v_size), v_mtime)
-                vals.append((ident, value, v_ctime if v_ctime >= 0 else None))
+        key_at += step
+        offsets = na[first:end]
+        if offsets != last_offsets:  # (neighbouring queues mostly have the same names)
+            names = tuple(map(name_of, offsets))
+            names = share(names, names)  # queues with the same file names share one tuple
+            last_offsets = offsets
         topic = table[t]
         qpath = f"{prefix}{topic}/{table[d]}"
-        # unchanged=False: the first round re-checks every file it uses (see the module).
-        listing = QueueListing(topic, queue_id, qpath, names, False)
-        queues[qpath] = (key, listing, ())
-        if used:
-            values[qpath] = (names, tuple(vals))
-    if next(vit, None) is not None:
-        raise ValueError("more values than file names")
-    if ni != len(na):
-        raise ValueError("more file names than queues use")
+        # The first round re-checks every file it uses (see the module and plan_queues).
+        queues[qpath] = new_listing(QueueListing, (topic, queue_id, qpath, names, True, key, ()))
+    values = LoadedValues(queues, qa, na, va, starts, names_by_offset)
     parents: dict = {}
     ids: dict[int, tuple[str, int | None]] = {}  # string index -> (name, queue id)
     ci = 0

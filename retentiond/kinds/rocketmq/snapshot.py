@@ -44,6 +44,11 @@ class QueueListing(NamedTuple):
     # The directory is unchanged since an earlier listing: no file in it was created, removed
     # or renamed, so values cached for its full files still describe them.
     unchanged: bool = False
+    # What the lister (``scan.QueueLister``) remembers with it, so that one object per queue
+    # directory is all it keeps: the directory's identity when listed (``scan.DIR_KEY``) and
+    # what else the directory held (reported as foreign every round).
+    key: bytes = b""
+    strangers: tuple[ForeignEntry, ...] = ()
 
 
 class ForeignWhy(StrEnum):
