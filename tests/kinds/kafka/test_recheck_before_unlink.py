@@ -20,6 +20,7 @@ from retentiond.engine.guard import Guard
 from retentiond.engine.round import Mode, Round
 from retentiond.kinds.kafka.config import load_server_properties
 from retentiond.kinds.kafka.kind import Kafka
+from retentiond.kinds.kafka.plan import KafkaPlan
 from retentiond.kinds.kafka.policy import PartitionPlan, TopicConfig
 from tests.kinds.kafka.kafkalog import KafkaLog, R, read_checkpoint, segment_bases
 
@@ -48,11 +49,12 @@ def real_round(
     monkeypatch: pytest.MonkeyPatch,
     config: TopicConfig,
     change: Callable[[Path], None],
-) -> tuple[KafkaLog, ListJournal, list[PartitionPlan]]:
+    build: Callable[[Path], KafkaLog] = six_expired_segments,
+) -> tuple[KafkaLog, ListJournal, list[PartitionPlan], KafkaPlan]:
     """Plan and carry out one round; ``change`` runs on the partition dir after the plan was
     made and before anything is unlinked."""
     log_dir = tmp_path / "logs"
-    log = six_expired_segments(log_dir)
+    log = build(log_dir)
     props = tmp_path / "server.properties"
     props.write_text(f"node.id=1\nlog.dirs={log_dir}\n")
     kind = Kafka(SimpleNamespace(config_hash="h"), load_server_properties(str(props)))  # type: ignore[arg-type]
@@ -79,8 +81,8 @@ def real_round(
         executor=Executor(kind, journal),  # type: ignore[arg-type]
         context=RoundContext("h", False, None, lambda: NOW),
     )
-    kind.plan_round(kind.scan(NOW), rnd)
-    return log, journal, planned
+    plan = kind.plan_round(kind.scan(NOW), rnd)
+    return log, journal, planned, plan
 
 
 def deleted_files(journal: ListJournal) -> list[str]:
@@ -128,7 +130,7 @@ def test_segment_changed_after_the_plan_is_not_deleted_nor_anything_behind_it(
     config: TopicConfig,
     how: Callable[[int], Callable[[Path], None]],
 ) -> None:
-    log, journal, planned = real_round(tmp_path, monkeypatch, config, how(10))
+    log, journal, planned, _ = real_round(tmp_path, monkeypatch, config, how(10))
     (p,) = planned
     assert [d.start_offset for d in p.deletions][:3] == [0, 5, 10]  # 10 was planned to go
     # 0 and 5 went; 10 changed, so it and everything behind it stayed
@@ -147,10 +149,41 @@ def test_segment_changed_after_the_plan_is_not_deleted_nor_anything_behind_it(
 def test_first_segment_changed_nothing_goes(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    log, journal, planned = real_round(
+    log, journal, planned, _ = real_round(
         tmp_path, monkeypatch, TopicConfig(retention_ms=10_000), append_a_byte(0)
     )
     assert planned[0].deletions
     assert deleted_files(journal) == []
     assert segment_bases(log.dir) == [0, 5, 10, 15, 20, 25]
     assert all(seg(log, b, ".index").exists() for b in (0, 5, 10, 15, 20, 25))
+
+
+@pytest.mark.xfail(strict=True, raises=FileExistsError, reason="review finding, fixed next")
+def test_a_roll_that_cannot_be_made_keeps_its_partition_and_ends_no_round(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every segment of ``orders-0`` expired, so the round must first create the empty
+    segment at the log end (30); an index without its ``.log`` sits there already (a broker
+    that died mid-roll leaves one; its loader deletes it). The roll fails: that partition
+    keeps every segment and the plan says why; the round goes on with the next partition
+    instead of ending with the exception."""
+
+    def build(log_dir: Path) -> KafkaLog:
+        log = KafkaLog(log_dir, "orders", 0, segment_bytes=5 * R)
+        log.append_records(30, NOW - 100_000)
+        log.write(hw=30)
+        (log.dir / f"{30:020d}.index").write_bytes(b"")
+        other = KafkaLog(log_dir, "orders", 1, segment_bytes=5 * R)
+        other.append_records(25, NOW - 100_000)
+        other.append_records(5, NOW)
+        other.write(hw=30)
+        return log
+
+    log, journal, planned, plan = real_round(
+        tmp_path, monkeypatch, TopicConfig(retention_ms=10_000), lambda _d: None, build
+    )
+    assert planned[0].roll_offset == 30
+    assert segment_bases(log.dir) == [0, 5, 10, 15, 20, 25]
+    assert not any("orders-0" in f for f in deleted_files(journal))
+    assert any(f"{30:020d}.index" in e for e in plan.errors), plan.errors
+    assert segment_bases(log.log_dir / "orders-1") == [25]
