@@ -9,8 +9,6 @@ import io
 import json
 from pathlib import Path
 
-import pytest
-
 from retentiond.engine import jsonstream
 from retentiond.kinds.kafka.plan import KafkaPlan, LogDirPlan
 from retentiond.kinds.kafka.policy import TopicConfig, plan_partition
@@ -20,7 +18,6 @@ from tests.kinds.kafka.kafkalog import KafkaLog, R
 NOW = 1_700_000_000_000
 
 
-@pytest.mark.xfail(strict=True, reason="review finding, fixed next")
 def test_plan_only_partitions_are_in_the_round_document(tmp_path: Path) -> None:
     log = KafkaLog(tmp_path, segment_bytes=5 * R)
     log.append_records(15, NOW - 100_000)
