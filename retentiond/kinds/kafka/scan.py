@@ -338,8 +338,11 @@ class Partition:
             elif n in _PARTITION_FILES:
                 continue
             elif n.endswith(fm.DELETED_SUFFIX):
-                if not n.endswith(".checkpoint" + fm.DELETED_SUFFIX):
+                # only what the broker itself renames: a segment's files, its snapshot
+                if fm.parse_segment_file_name(n[: -len(fm.DELETED_SUFFIX)]) is not None:
                     leftovers.append(f"{path}/{n}")
+                elif not n.endswith(".checkpoint" + fm.DELETED_SUFFIX):
+                    foreign.append((f"{path}/{n}", "not a Kafka segment file"))
             elif not n.endswith(_TRANSIENT_SUFFIXES):
                 foreign.append((f"{path}/{n}", "not a Kafka segment file"))
         for n, is_symlink in self.odd:
@@ -362,7 +365,8 @@ class Partition:
 
     @property
     def leftovers(self) -> tuple[str, ...]:
-        """``*.deleted`` files the broker purges at its next load."""
+        """``<base><suffix>.deleted`` files (a segment's, its snapshot's) the broker purges at
+        its next load; any other name ending in ``.deleted`` is foreign."""
         return self._classified[1]
 
     @property

@@ -8,8 +8,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import pytest
-
 from retentiond.kinds.kafka.offline import run_offline
 from retentiond.kinds.kafka.policy import TopicConfig
 from tests.kinds.kafka.kafkalog import KafkaLog, R
@@ -34,7 +32,6 @@ NOT_KAFKAS = [
 ]
 
 
-@pytest.mark.xfail(strict=True, reason="review finding, fixed next")
 def test_only_kafkas_leftovers_are_purged(tmp_path: Path) -> None:
     log = KafkaLog(tmp_path, segment_bytes=5 * R)
     log.append_records(15, NOW - 100_000)
