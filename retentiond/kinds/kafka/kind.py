@@ -201,7 +201,9 @@ class Kafka:
                 try:
                     prepare_partition(plan, result)
                 except OSError as e:
-                    failed.append(f"{plan.partition.path}: nothing deleted, roll failed: {e}")
+                    failed.append(
+                        f"{plan.partition.path}: nothing deleted (roll or leftovers): {e}"
+                    )
                     continue
             outcomes = rnd.execute(Run(run))
             gone = [o.decision.start_offset for o in outcomes if o.deleted]
