@@ -135,3 +135,18 @@ def test_partition_dir_names_outside_the_scheme_are_foreign(tmp_path: Path, name
     snap = scan_log_dir(str(tmp_path))
     assert [p.path for p in snap.partitions] == [str(log.dir)]
     assert str(tmp_path / name) in dict(snap.foreign)
+
+
+@pytest.mark.xfail(strict=True, reason="review finding, fixed next")
+def test_a_base_offset_past_long_max_is_no_segment(tmp_path: Path) -> None:
+    """Twenty digits hold more than a long: ``Long.parseLong("99999999999999999999")``
+    throws, and the broker cannot load the partition. Not a segment of ours either: the name
+    is outside the scheme (``filenamePrefixFromOffset`` of a long), the partition left alone."""
+    assert fm.parse_segment_file_name("09223372036854775807.log") == (2**63 - 1, ".log")
+    assert fm.parse_segment_file_name("09223372036854775808.log") is None
+    assert fm.parse_segment_file_name("99999999999999999999.snapshot") is None
+    log = expired_log(tmp_path)
+    (log.dir / "99999999999999999999.log").write_bytes(b"")
+    p = plan_of(log.log_dir)
+    assert not p.deletions
+    assert "99999999999999999999.log" in (p.decisions[0].detail or "")
