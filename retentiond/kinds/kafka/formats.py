@@ -50,9 +50,19 @@ def segment_file_name(base_offset: int, suffix: str) -> str:
     return offset_prefix(base_offset) + suffix
 
 
+# the largest offset, a Java long: twenty digits can say more, which the broker cannot parse
+MAX_OFFSET_PREFIX = f"{2**63 - 1:0{_OFFSET_DIGITS}d}"
+
+
 def is_offset_prefix(prefix: str) -> bool:
-    """Twenty ASCII digits, as ``filenamePrefixFromOffset`` writes them."""
-    return len(prefix) == _OFFSET_DIGITS and prefix.isascii() and prefix.isdigit()
+    """Twenty ASCII digits, as ``filenamePrefixFromOffset`` writes them (of a long: equal
+    lengths of digits compare as their numbers)."""
+    return (
+        len(prefix) == _OFFSET_DIGITS
+        and prefix.isascii()
+        and prefix.isdigit()
+        and prefix <= MAX_OFFSET_PREFIX
+    )
 
 
 def parse_segment_file_name(name: str) -> tuple[int, str] | None:

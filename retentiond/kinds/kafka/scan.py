@@ -495,6 +495,8 @@ def _pick_logs(names: list[str]) -> tuple[list[str], int]:
             n[:_DIGITS] for n in names if n.endswith(fm.LOG_SUFFIX) and fm.is_offset_prefix(n[:-4])
         ]
     prefixes.sort()  # equal-length digit strings: the order of their offsets
+    while prefixes and prefixes[-1] > fm.MAX_OFFSET_PREFIX:
+        prefixes.pop()  # past a long: not a name Kafka writes (nor one it can parse)
     return prefixes, k
 
 

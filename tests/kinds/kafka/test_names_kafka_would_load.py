@@ -137,7 +137,6 @@ def test_partition_dir_names_outside_the_scheme_are_foreign(tmp_path: Path, name
     assert str(tmp_path / name) in dict(snap.foreign)
 
 
-@pytest.mark.xfail(strict=True, reason="review finding, fixed next")
 def test_a_base_offset_past_long_max_is_no_segment(tmp_path: Path) -> None:
     """Twenty digits hold more than a long: ``Long.parseLong("99999999999999999999")``
     throws, and the broker cannot load the partition. Not a segment of ours either: the name

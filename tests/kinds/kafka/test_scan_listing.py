@@ -101,6 +101,8 @@ NAME_LISTS = {
     ".log leftover": [f"{5:020d}.log.deleted", f"{5:020d}.log.swap", *SEG],
     "digits run into the previous name": ["12345", "678.log", *SEG],
     "name ending in digits before a .log": [f"x{0:020d}.log", *SEG],
+    "past a long": ["99999999999999999999.log", "09223372036854775808.log", *SEG],
+    "a long at most": ["09223372036854775807.log", *SEG],
 }
 
 
