@@ -35,8 +35,8 @@ METADATA_TOPIC = "__cluster_metadata"
 
 _OFFSET_DIGITS = 20
 SEGMENT_NAME_SUFFIXES = frozenset({*SEGMENT_SUFFIXES, SNAPSHOT_SUFFIX})
-_SPECIAL_DIR_RE = re.compile(r"^(.+)-(\d+)\.([0-9a-f]{32})-(delete|future|stray)$")
-_TOPIC_RE = re.compile(r"^[a-zA-Z0-9._-]+$")
+_SPECIAL_DIR_RE = re.compile(r"(.+)-([0-9]+)\.([0-9a-f]{32})-(delete|future|stray)", re.ASCII)
+_TOPIC_RE = re.compile(r"[a-zA-Z0-9._-]+")
 
 
 def offset_prefix(offset: int) -> str:
@@ -50,9 +50,19 @@ def segment_file_name(base_offset: int, suffix: str) -> str:
     return offset_prefix(base_offset) + suffix
 
 
+# the largest offset, a Java long: twenty digits can say more, which the broker cannot parse
+MAX_OFFSET_PREFIX = f"{2**63 - 1:0{_OFFSET_DIGITS}d}"
+
+
 def is_offset_prefix(prefix: str) -> bool:
-    """Twenty ASCII digits, as ``filenamePrefixFromOffset`` writes them."""
-    return len(prefix) == _OFFSET_DIGITS and prefix.isascii() and prefix.isdigit()
+    """Twenty ASCII digits, as ``filenamePrefixFromOffset`` writes them (of a long: equal
+    lengths of digits compare as their numbers)."""
+    return (
+        len(prefix) == _OFFSET_DIGITS
+        and prefix.isascii()
+        and prefix.isdigit()
+        and prefix <= MAX_OFFSET_PREFIX
+    )
 
 
 def parse_segment_file_name(name: str) -> tuple[int, str] | None:
@@ -80,12 +90,20 @@ class PartitionDirName:
 
 
 def parse_partition_dir_name(name: str) -> PartitionDirName | None:
-    """Kafka splits on the last ``-`` (topics may contain ``-``); None if not a partition dir."""
-    m = _SPECIAL_DIR_RE.match(name)
+    """Kafka splits on the last ``-`` (topics may contain ``-``); None if not a partition dir.
+    The whole name must match (``fullmatch``: ``$`` would let a trailing newline through) and
+    the partition be ASCII digits (``str.isdigit`` and ``\\d`` take other scripts' digits,
+    and ``int`` refuses some of them, such as ``'²'``)."""
+    m = _SPECIAL_DIR_RE.fullmatch(name)
     if m:
         return PartitionDirName(m.group(1), int(m.group(2)), m.group(4))
     topic, dash, part = name.rpartition("-")
-    if not dash or not topic or not part.isdigit() or not _TOPIC_RE.match(topic):
+    if (
+        not dash
+        or not topic
+        or not (part.isascii() and part.isdigit())
+        or not _TOPIC_RE.fullmatch(topic)
+    ):
         return None
     if part != str(int(part)):
         return None  # Kafka writes partitions without leading zeros

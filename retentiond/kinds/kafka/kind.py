@@ -161,9 +161,10 @@ class Kafka:
                 )
                 # A plan or a dry run carries nothing out: the holds it would look up change
                 # nothing in what it returns (the partitions' own plans).
+                failed: tuple[str, ...] = ()
                 if locked and not ld.errors and rnd.executes:
-                    self._carry_out(ld, parts, rnd)
-                planned.append(LogDirPlan(ld.path, locked, parts, ld, ld.errors))
+                    failed = self._carry_out(ld, parts, rnd)
+                planned.append(LogDirPlan(ld.path, locked, parts, ld, (*ld.errors, *failed)))
         finally:
             for lock in self.locks.values():
                 lock.release()
@@ -182,10 +183,13 @@ class Kafka:
             errors=tuple(errors),
         )
 
-    def _carry_out(self, ld: LogDirSnapshot, parts: tuple, rnd: Round) -> None:
+    def _carry_out(self, ld: LogDirSnapshot, parts: tuple, rnd: Round) -> tuple[str, ...]:
         """Each partition's prefix through the engine (holds, journal, re-check, unlink),
-        then what the engine does not know: companions, epochs, the checkpoint."""
+        then what the engine does not know: companions, epochs, the checkpoint. Returns
+        what kept a partition's prefix from being carried out (a roll that could not be
+        made: nothing of that partition goes, the other partitions go on)."""
         result = OfflineResult(ld.path, True)
+        failed: list[str] = []
         lso_entries = dict(ld.log_start_offsets or {})
         changed = False
         for plan in parts:
@@ -194,7 +198,13 @@ class Kafka:
             if not run:
                 continue
             if rnd.executes:
-                prepare_partition(plan, result)
+                try:
+                    prepare_partition(plan, result)
+                except OSError as e:
+                    failed.append(
+                        f"{plan.partition.path}: nothing deleted (roll or leftovers): {e}"
+                    )
+                    continue
             outcomes = rnd.execute(Run(run))
             gone = [o.decision.start_offset for o in outcomes if o.deleted]
             for base in gone:
@@ -202,6 +212,7 @@ class Kafka:
             changed |= finish_partition(plan, gone, lso_entries)
         if changed:
             write_log_start_checkpoint(ld, lso_entries)
+        return tuple(failed)
 
     def redelete_candidate(self, now_ms: int, held: Mapping[str, HeldFile]) -> Decision | None:
         return None  # Kafka has no reDeleteHangedFile

@@ -123,7 +123,9 @@ class KafkaPlan:
                             "segments": segments(p),
                         }
                         for p in ld.partitions
-                        if all_queue_files or p.deletions
+                        # the prefix the passes handed over: deletions, or in a plan-only
+                        # dir what would go (kept as broker_running)
+                        if all_queue_files or p.prefix
                     ],
                 }
                 for ld in self.log_dirs

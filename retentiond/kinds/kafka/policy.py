@@ -180,6 +180,17 @@ def plan_partition(
         return _keep_all(
             part, Reason.CLEANER_DISABLED, "compacted topic and log.cleaner.enable=false"
         )
+    strays = part.stray_logs
+    if strays:
+        # the broker would load a segment list other than ours: a prefix of ours need not
+        # be a prefix of its (rule 1), so nothing here is judged
+        named = ", ".join(repr(n) for n in strays[:3]) + (", ..." if len(strays) > 3 else "")
+        return _keep_all(
+            part,
+            Reason.UNREADABLE,
+            f"{named}: a .log the broker would load as a segment (a symlink, or a name "
+            "outside the 20-digit scheme): its segment list is not the one planned",
+        )
     if not part.bases:
         return _keep_all(part, Reason.WITHIN_RETENTION, "no segments")
 

@@ -248,12 +248,14 @@ class Partition:
         names: Sequence[str] = (),
         prefixes: Sequence[str] | None = None,
         odd: Sequence[tuple[str, bool]] = (),
+        strays: bool = False,  # ``stray_logs`` is not empty
     ) -> None:
         self.path = path
         self.name = name
         self.bases = bases  # base offsets, ascending
         self.names = names  # the regular files' names, as listed
         self.odd = odd  # (name, is a symlink) of every entry that is no regular file
+        self._strays = strays
         # the 20-digit file-name prefixes in the order of ``bases`` (built when not given)
         self._prefixes = prefixes
         self.made: list[Segment | None] = [None] * len(bases)  # by ``segment(i)``
@@ -288,6 +290,24 @@ class Partition:
         """Every segment, in base-offset order."""
         return tuple(self.segment(i) for i in range(len(self.bases)))
 
+    @property
+    def stray_logs(self) -> tuple[str, ...]:
+        """The names the broker's loader would take as segments and the scan does not: it
+        lists with ``File::isFile`` (a symlink is followed) and takes every name ending in
+        ``.log``, its base offset ``Long.parseLong`` of what precedes the first dot (a sign,
+        other scripts' digits, any width). A symlink or a regular file under such a name
+        makes the broker's segment list differ from ours; a directory does not."""
+        if not self._strays:
+            return ()
+        ours = {p + fm.LOG_SUFFIX for p in self._prefix_list()}
+        regular = [n for n in self.names if n.endswith(fm.LOG_SUFFIX) and n not in ours]
+        links = [n for n, is_symlink in self.odd if is_symlink and n.endswith(fm.LOG_SUFFIX)]
+        return tuple(sorted([*regular, *links]))
+
+    def _prefix_list(self) -> Sequence[str]:
+        pre = self._prefixes
+        return pre if pre is not None else [fm.offset_prefix(b) for b in self.bases]
+
     @cached_property
     def listing(self) -> frozenset[str]:
         """The names in the dir, as listed."""
@@ -318,8 +338,11 @@ class Partition:
             elif n in _PARTITION_FILES:
                 continue
             elif n.endswith(fm.DELETED_SUFFIX):
-                if not n.endswith(".checkpoint" + fm.DELETED_SUFFIX):
+                # only what the broker itself renames: a segment's files, its snapshot
+                if fm.parse_segment_file_name(n[: -len(fm.DELETED_SUFFIX)]) is not None:
                     leftovers.append(f"{path}/{n}")
+                elif not n.endswith(".checkpoint" + fm.DELETED_SUFFIX):
+                    foreign.append((f"{path}/{n}", "not a Kafka segment file"))
             elif not n.endswith(_TRANSIENT_SUFFIXES):
                 foreign.append((f"{path}/{n}", "not a Kafka segment file"))
         for n, is_symlink in self.odd:
@@ -342,7 +365,8 @@ class Partition:
 
     @property
     def leftovers(self) -> tuple[str, ...]:
-        """``*.deleted`` files the broker purges at its next load."""
+        """``<base><suffix>.deleted`` files (a segment's, its snapshot's) the broker purges at
+        its next load; any other name ending in ``.deleted`` is foreign."""
         return self._classified[1]
 
     @property
@@ -441,11 +465,17 @@ _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 
 def _log_prefixes(names: list[str]) -> list[str]:
     """The 20-digit prefixes of the ``.log`` names that follow the naming scheme, in offset
-    order. Every name of every partition passes here, so the common case is a few C-level
-    string operations per dir, not a Python step per name: the names joined with a double
-    NUL (which no name holds), split at ``.log`` + NUL (the end of each ``.log`` name), and
-    the 21 characters before each split point checked together to be a NUL and 20 ASCII
-    digits. A dir where that fails is looked at name by name."""
+    order."""
+    return _pick_logs(names)[0]
+
+
+def _pick_logs(names: list[str]) -> tuple[list[str], int]:
+    """``_log_prefixes``, and how many names end in ``.log`` at all. Every name of every
+    partition passes here, so the common case is a few C-level string operations per dir,
+    not a Python step per name: the names joined with a double NUL (which no name holds),
+    split at ``.log`` + NUL (the end of each ``.log`` name), and the 21 characters before
+    each split point checked together to be a NUL and 20 ASCII digits. A dir where that
+    fails is looked at name by name."""
     pieces = ("\0" + "\0\0".join(names) + "\0").split(_LOG_END)
     pieces.pop()  # what follows the last .log name
     heads = "".join([p[-_HEAD:] for p in pieces])
@@ -465,7 +495,9 @@ def _log_prefixes(names: list[str]) -> list[str]:
             n[:_DIGITS] for n in names if n.endswith(fm.LOG_SUFFIX) and fm.is_offset_prefix(n[:-4])
         ]
     prefixes.sort()  # equal-length digit strings: the order of their offsets
-    return prefixes
+    while prefixes and prefixes[-1] > fm.MAX_OFFSET_PREFIX:
+        prefixes.pop()  # past a long: not a name Kafka writes (nor one it can parse)
+    return prefixes, k
 
 
 def scan_partition(
@@ -504,8 +536,11 @@ def _scan_partition(path: str, name: fm.PartitionDirName, log_dir_fd: int | None
                 odd.append((e.name, e.is_symlink()))
     else:
         names = list(map(_NAME, entries))
-    prefixes = _log_prefixes(names)
-    return Partition(path, name, list(map(int, prefixes)), names, prefixes, odd)
+    prefixes, ending_in_log = _pick_logs(names)
+    strays = ending_in_log != len(prefixes) or any(
+        is_symlink and n.endswith(fm.LOG_SUFFIX) for n, is_symlink in odd
+    )
+    return Partition(path, name, list(map(int, prefixes)), names, prefixes, odd, strays)
 
 
 _NAME = attrgetter("name")

@@ -108,7 +108,8 @@ def test_lock_held_by_another_process_is_plan_only(tmp_path: Path) -> None:
 
 def test_symlinks_inside_a_log_dir_are_never_followed(tmp_path: Path) -> None:
     """A configured log dir may be a symlink; a symlinked partition dir or segment inside it
-    is foreign: never scanned, never deleted from."""
+    is foreign: never scanned, never deleted from. A symlinked segment is one the broker's
+    loader would follow (``File::isFile``), so its partition is left alone altogether."""
     real = tmp_path / "real"
     a = KafkaLog(real, "orders", 0, segment_bytes=5 * R)
     a.append_records(15, 10)
@@ -122,8 +123,10 @@ def test_symlinks_inside_a_log_dir_are_never_followed(tmp_path: Path) -> None:
     link.symlink_to(real)
     r = run_offline(str(link), lambda _t: TopicConfig(retention_ms=0), now_ms=NOW)
     assert {p.partition.topic for p in r.plans} == {"orders"}
-    assert segment_bases(a.dir) == [15, 99]  # 99: the symlink, left alone
+    assert segment_bases(a.dir) == [0, 5, 10, 99]  # 99: the symlink, left alone
     assert (a.dir / f"{99:020d}.log").is_symlink()
+    (plan,) = r.plans
+    assert not plan.deletions and "symlink" in (plan.decisions[0].detail or "")
     assert segment_bases(outside.dir) == [0, 5, 10]
     foreign = dict(scan_log_dir(str(link)).foreign)
     assert str(link / "victim-0") in foreign

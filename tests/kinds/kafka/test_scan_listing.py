@@ -101,6 +101,8 @@ NAME_LISTS = {
     ".log leftover": [f"{5:020d}.log.deleted", f"{5:020d}.log.swap", *SEG],
     "digits run into the previous name": ["12345", "678.log", *SEG],
     "name ending in digits before a .log": [f"x{0:020d}.log", *SEG],
+    "past a long": ["99999999999999999999.log", "09223372036854775808.log", *SEG],
+    "a long at most": ["09223372036854775807.log", *SEG],
 }
 
 
@@ -135,11 +137,9 @@ def test_partition_dir_every_kind_of_entry(tmp_path: Path) -> None:
     assert [s.log_path for s in part.segments] == [str(d / f"{b:020d}.log") for b in (0, 5, 10)]
     assert part.segments[0].companions == frozenset({".index", ".timeindex"})
     assert part.snapshots == (5, 10)
-    assert part.leftovers == (
-        str(d / f"{99:020d}.log.deleted"),
-        str(d / "leader-epoch-checkpoint.deleted"),
-    )
+    assert part.leftovers == (str(d / f"{99:020d}.log.deleted"),)
     assert dict(foreign) == {
+        str(d / "leader-epoch-checkpoint.deleted"): "not a Kafka segment file",
         str(d / f"{7:020d}"): "index without .log",
         str(d / "notes.txt"): "not a Kafka segment file",
         str(d / f"{50:020d}.log"): "symlink (never followed)",
