@@ -316,10 +316,11 @@ _V2_HEAD = struct.Struct(">qiiBIhiqq")
 _V1_TIMESTAMP = struct.Struct(">q")
 
 
-def summarize_log(data: bytes | memoryview, path: str = "<log>") -> LogSummary:
+def summarize_log(data: bytes | memoryview, path: str = "<log>", at: int = 0) -> LogSummary:
     """``iter_batches`` folded into the figures retention needs, without a BatchHeader per
     batch (the plan summarizes tens of thousands of segments): the same stops, the same
-    error, the same values. A v2 batch (every batch Kafka 0.11+ writes) costs one unpack."""
+    error, the same values. A v2 batch (every batch Kafka 0.11+ writes) costs one unpack.
+    ``at``: where ``data`` starts in the file, for the position an error names."""
     end = len(data)
     pos = count = 0
     max_ts = -1
@@ -348,12 +349,46 @@ def summarize_log(data: bytes | memoryview, path: str = "<log>") -> LogSummary:
             ts = -1
             last = base
         else:
-            raise FormatError(f"{path}: position {pos}: unknown record batch magic {magic}")
+            raise FormatError(f"{path}: position {at + pos}: unknown record batch magic {magic}")
         if ts > max_ts:
             max_ts = ts
         count += 1
         pos += LOG_OVERHEAD + length
     return LogSummary(pos, count, max_ts, None if last is None else last + 1)
+
+
+LOG_READ_WINDOW = 1 << 20
+
+
+def summarize_log_fd(fd: int, size: int, path: str, window: int = LOG_READ_WINDOW) -> LogSummary:
+    """``summarize_log`` of an open ``.log`` of ``size`` bytes, read with ``pread`` a window
+    at a time: the same figures as over the whole file. Not ``mmap``: a live broker truncates
+    a segment (follower truncation, a preallocated segment's roll) while a plan-only round
+    reads it, and a mapped page past the new end kills the whole process with SIGBUS; a
+    ``pread`` just returns fewer bytes, and the walk stops where the valid batches stop.
+    Each turn either moves past at least one batch or ends the walk: a window stops at the
+    first batch it does not hold whole, and the next turn starts there."""
+    pos = count = 0
+    max_ts = -1
+    next_offset: int | None = None
+    while size - pos > HEADER_SIZE_UP_TO_MAGIC:
+        buf = os.pread(fd, min(window, size - pos), pos)
+        part = summarize_log(buf, path, pos)
+        if part.valid_bytes == 0:
+            # the batch here is longer than the window: read it whole if the file holds it
+            if len(buf) < LOG_OVERHEAD:
+                break
+            length = int.from_bytes(buf[8:12], "big", signed=True)
+            if length < RECORD_OVERHEAD_V0 or pos + LOG_OVERHEAD + length > size:
+                break
+            part = summarize_log(os.pread(fd, LOG_OVERHEAD + length, pos), path, pos)
+            if part.valid_bytes == 0:
+                break
+        count += part.batch_count
+        max_ts = max(max_ts, part.max_timestamp)
+        next_offset = part.next_offset
+        pos += part.valid_bytes
+    return LogSummary(pos, count, max_ts, next_offset)
 
 
 def read_log_summary(path: str) -> LogSummary:

@@ -25,7 +25,6 @@ any I/O, so a plan can describe the segments it never had to read.
 
 from __future__ import annotations
 
-import mmap
 import os
 import stat
 from collections.abc import Sequence
@@ -135,7 +134,8 @@ class Segment:
     @property
     def summary(self) -> fm.LogSummary:
         """The batch headers (§4.4), read on first use: one ``pread`` for a small ``.log``, a
-        read-only map for a large one. OSError or FormatError if unreadable."""
+        window at a time for a large one (``summarize_log_fd``: never a map). OSError or
+        FormatError if unreadable."""
         got = self._summary
         if got is _NOT_READ:
             try:
@@ -156,11 +156,9 @@ class Segment:
             if self._stat is None and self._identity is None:
                 self._stat = st
             size = st.st_size
-            if size <= _READ_WHOLE_MAX:
-                data = os.pread(fd, size, 0) if size else b""
-            else:
-                with mmap.mmap(fd, 0, access=mmap.ACCESS_READ) as m:
-                    return fm.summarize_log(m, self.log_path)
+            if size > _READ_WHOLE_MAX:
+                return fm.summarize_log_fd(fd, size, self.log_path)
+            data = os.pread(fd, size, 0) if size else b""
         finally:
             os.close(fd)
         return fm.summarize_log(data, self.log_path)

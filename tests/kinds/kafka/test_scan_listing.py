@@ -168,3 +168,65 @@ def test_partition_dir_swapped_for_a_symlink_is_not_listed(tmp_path: Path) -> No
         os.close(fd)
     snap = scan_log_dir(str(tmp_path / "logs"))
     assert not snap.partitions and str(log.dir) in dict(snap.foreign)
+
+
+def _big_log() -> bytes:
+    """Batches of many sizes, one far longer than the small windows below."""
+    out = b""
+    offset = 0
+    for n in (1, 3, 40, 2, 1, 7, 1):
+        out += v2_batch(offset, [NOW + i for i in range(n)])
+        offset += n
+    return out + v1_message(offset, NOW + 99) + v2_batch(offset + 1, [NOW - 1])
+
+
+@pytest.mark.parametrize("window", [17, 61, 100, 333, 1 << 20])
+@pytest.mark.parametrize("name", [*sorted(LOGS), "big"])
+def test_windowed_reads_equal_the_whole_file(tmp_path: Path, name: str, window: int) -> None:
+    """A large ``.log`` is read a window at a time with ``pread`` (never mapped: a broker
+    truncating it would kill us with SIGBUS): the same summary as the whole file at once,
+    for every window size, including windows shorter than a batch or than its header."""
+    data = _big_log() if name == "big" else LOGS[name]
+    path = tmp_path / "00000000000000000000.log"
+    path.write_bytes(data)
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        assert fm.summarize_log_fd(fd, len(data), str(path), window) == folded(data)
+        # the file shrank after its size was taken (a broker truncating it): the walk stops
+        # at what is there, as over the shorter file
+        cut = len(data) * 2 // 3
+        os.truncate(path, cut)
+        got = fm.summarize_log_fd(fd, len(data), str(path), window)
+        assert got == folded(data[:cut])
+    finally:
+        os.close(fd)
+
+
+def test_windowed_read_names_the_absolute_position_of_an_unknown_magic(tmp_path: Path) -> None:
+    data = bytearray(_big_log() + v2_batch(100, [NOW]))
+    bad = len(_big_log())
+    data[bad + 16] = 200
+    path = tmp_path / "x.log"
+    path.write_bytes(bytes(data))
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        with pytest.raises(fm.FormatError, match=rf"x\.log: position {bad}: .* magic 200"):
+            fm.summarize_log_fd(fd, len(data), str(path), 100)
+    finally:
+        os.close(fd)
+
+
+def test_a_large_segment_is_read_in_windows_with_the_same_summary(tmp_path: Path) -> None:
+    """A ``.log`` over the one-read limit (1 MiB) goes through ``summarize_log_fd``."""
+    d = tmp_path / "big-0"
+    d.mkdir()
+    data = b""
+    offset = 0
+    while len(data) <= 3 << 19:  # 1.5 MiB of batches
+        data += v2_batch(offset, [NOW - 10_000 + offset % 777 for _ in range(50)])
+        offset += 50
+    (d / f"{0:020d}.log").write_bytes(data)
+    (d / f"{offset:020d}.log").write_bytes(b"")
+    part, _ = scan_partition(str(d), fm.parse_partition_dir_name(d.name))  # type: ignore[arg-type]
+    assert part.segments[0].summary == folded(data)
+    assert part.segments[0].summary.next_offset == offset
