@@ -177,3 +177,29 @@ def spawn_daemon(tmp_path: Path) -> Iterator[Callable[..., Daemon]]:
     yield spawn
     for daemon in started:
         daemon.kill()
+
+
+def chattr(flag: str, path: Path) -> None:
+    subprocess.run(["chattr", flag, str(path)], check=True)
+
+
+def _chattr_works(directory: Path) -> bool:
+    probe = directory / "probe"
+    probe.write_bytes(b"x")
+    ok = subprocess.run(["chattr", "+i", str(probe)], capture_output=True).returncode == 0
+    if ok:
+        chattr("-i", probe)
+    probe.unlink()
+    return ok
+
+
+@pytest.fixture
+def immutable_dir(tmp_path: Path, request: pytest.FixtureRequest) -> Path:
+    """A directory whose filesystem supports ``chattr +i``: tmp_path, else a tmpfs (root,
+    kernel >= 6.0). In CI a missing chattr or an unsupported filesystem fails the test."""
+    need(shutil.which("chattr") is not None, "chattr (e2fsprogs) is needed")
+    if _chattr_works(tmp_path):
+        return tmp_path
+    tmpfs = request.getfixturevalue("tmpfs")
+    need(_chattr_works(tmpfs.path), "neither tmp_path nor a tmpfs supports chattr +i")
+    return Path(tmpfs.path)

@@ -35,36 +35,10 @@ from retentiond.journal.writer import Journal, Origin, read_records
 from retentiond.kinds import kind_for
 from retentiond.reasons import Reason, Verdict
 from retentiond.storegen.rocketmq import GeneratedStore, generate_store, write_config
-from tests.conftest import ALL_HOURS, expired_spec, need, run_cli
+from tests.conftest import ALL_HOURS, chattr, expired_spec, run_cli
 
 SPEC = expired_spec(16)  # 16 CommitLog files of 64 KiB, aged 100 to 90 h
 CAP_MS = 8000  # redeleteHangedFileInterval: attempts 1, 2, 4 s apart, then every 8 s
-
-
-def chattr(flag: str, path: Path) -> None:
-    subprocess.run(["chattr", flag, str(path)], check=True)
-
-
-def _chattr_works(directory: Path) -> bool:
-    probe = directory / "probe"
-    probe.write_bytes(b"x")
-    ok = subprocess.run(["chattr", "+i", str(probe)], capture_output=True).returncode == 0
-    if ok:
-        chattr("-i", probe)
-    probe.unlink()
-    return ok
-
-
-@pytest.fixture
-def immutable_dir(tmp_path: Path, request: pytest.FixtureRequest) -> Path:
-    """A directory whose filesystem supports ``chattr +i``: tmp_path, else a tmpfs (root,
-    kernel >= 6.0). In CI a missing chattr or an unsupported filesystem fails the test."""
-    need(shutil.which("chattr") is not None, "chattr (e2fsprogs) is needed")
-    if _chattr_works(tmp_path):
-        return tmp_path
-    tmpfs = request.getfixturevalue("tmpfs")
-    need(_chattr_works(tmpfs.path), "neither tmp_path nor a tmpfs supports chattr +i")
-    return Path(tmpfs.path)
 
 
 @pytest.fixture

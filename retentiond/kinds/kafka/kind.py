@@ -187,7 +187,8 @@ class Kafka:
         """Each partition's prefix through the engine (holds, journal, re-check, unlink),
         then what the engine does not know: companions, epochs, the checkpoint. Returns
         what kept a partition's prefix from being carried out (a roll that could not be
-        made: nothing of that partition goes, the other partitions go on)."""
+        made: nothing of that partition goes, the other partitions go on) and the
+        companions or leftovers that could not be removed."""
         result = OfflineResult(ld.path, True)
         failed: list[str] = []
         lso_entries = dict(ld.log_start_offsets or {})
@@ -212,7 +213,7 @@ class Kafka:
             changed |= finish_partition(plan, gone, lso_entries)
         if changed:
             write_log_start_checkpoint(ld, lso_entries)
-        return tuple(failed)
+        return (*failed, *result.errors)  # the round's errors: logged, counted, shown
 
     def redelete_candidate(self, now_ms: int, held: Mapping[str, HeldFile]) -> Decision | None:
         return None  # Kafka has no reDeleteHangedFile

@@ -102,8 +102,15 @@ def _partition_dir_fd(part_dir: str) -> int:
 def _unlink(path: str, result: OfflineResult) -> None:
     """Unlink a companion, a snapshot or a leftover: only a regular file (an ``lstat``
     through the partition dir first). A symlink or anything else under such a name is
-    left alone and said so; the scan reports it as foreign."""
-    fd = _partition_dir_fd(os.path.dirname(path))
+    left alone and said so; the scan reports it as foreign. A file that cannot be removed
+    (permissions, an immutable attribute) is an error of the round, not an exception: the
+    segment's ``.log`` is already gone and journaled, and the partitions after it, their
+    companions and the log-start-offset checkpoint must still be seen to."""
+    try:
+        fd = _partition_dir_fd(os.path.dirname(path))
+    except OSError as e:
+        result.errors.append(f"{path}: not removed: {e}")
+        return
     name = os.path.basename(path)
     try:
         st = os.stat(name, dir_fd=fd, follow_symlinks=False)
@@ -114,6 +121,8 @@ def _unlink(path: str, result: OfflineResult) -> None:
         result.deleted.append(path)
     except FileNotFoundError:
         pass
+    except OSError as e:
+        result.errors.append(f"{path}: not removed: {e}")
     finally:
         os.close(fd)
 

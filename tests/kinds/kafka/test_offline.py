@@ -13,6 +13,7 @@ from retentiond.kinds.kafka.offline import LogDirLock, OfflineResult, carry_out,
 from retentiond.kinds.kafka.policy import TopicConfig, plan_partition
 from retentiond.kinds.kafka.scan import scan_log_dir
 from retentiond.reasons import Reason, Verdict
+from tests.conftest import chattr
 from tests.kinds.kafka.kafkalog import KafkaLog, R, leader_epochs, read_checkpoint, segment_bases
 
 NOW = 1_700_000_000_000
@@ -182,3 +183,28 @@ def test_only_regular_companions_are_unlinked(tmp_path: Path) -> None:
     assert index.is_symlink() and leftover.is_symlink()
     assert target.read_bytes() == b"keep me"
     assert any(str(index) in e for e in r.errors)
+
+
+def test_a_companion_that_cannot_be_removed_is_an_error_not_a_stop(immutable_dir: Path) -> None:
+    """An immutable ``.timeindex`` (unlink: EPERM) after its ``.log`` went: the round says so
+    in its errors and goes on with the other segments, the other partition and the
+    log-start-offset checkpoint, instead of ending with the exception."""
+    a = KafkaLog(immutable_dir / "logs", "orders", 0, segment_bytes=5 * R)
+    a.append_records(15, NOW - 10_000)
+    a.write(hw=15, log_start_offset=3)
+    b = KafkaLog(immutable_dir / "logs", "orders", 1, segment_bytes=5 * R)
+    b.append_records(15, NOW - 10_000)
+    b.write(hw=15, log_start_offset=2)
+    checkpoint = a.log_dir / "log-start-offset-checkpoint"
+    assert read_checkpoint(checkpoint) == {("orders", 0): 3, ("orders", 1): 2}
+    stuck = a.dir / f"{0:020d}.timeindex"
+    chattr("+i", stuck)
+    try:
+        r = run_offline(str(a.log_dir), lambda _t: TopicConfig(retention_ms=0), now_ms=NOW)
+    finally:
+        chattr("-i", stuck)
+    assert [e for e in r.errors if str(stuck) in e and "not removed" in e], r.errors
+    assert segment_bases(a.dir) == [15] and segment_bases(b.dir) == [15]
+    assert not (a.dir / f"{5:020d}.timeindex").exists()  # the next segments' companions went
+    # rewritten: both partitions now start at their first segment (15), so no entry is left
+    assert read_checkpoint(checkpoint) == {}
