@@ -200,7 +200,7 @@ class Kafka:
                 continue
             if rnd.executes:
                 try:
-                    prepare_partition(plan, result)
+                    prepare_partition(plan, result, whole=len(run) == len(plan.deletions))
                 except OSError as e:
                     failed.append(
                         f"{plan.partition.path}: nothing deleted (roll or leftovers): {e}"

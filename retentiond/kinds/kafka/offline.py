@@ -155,12 +155,14 @@ def _create_empty_segment(part_dir: str, base: int, result: OfflineResult) -> No
         os.close(dfd)
 
 
-def prepare_partition(plan: PartitionPlan, result: OfflineResult) -> None:
+def prepare_partition(plan: PartitionPlan, result: OfflineResult, *, whole: bool = True) -> None:
     """Before the first unlink: roll (the empty segment at the log end) when every segment
-    goes, so the partition never has no segment, and purge ``.deleted`` leftovers."""
+    goes, so the partition never has no segment, and purge ``.deleted`` leftovers.
+    ``whole``: the whole planned prefix is to go (no hold shortened it); a shortened run
+    keeps the last segment, so there is nothing to roll, as in Kafka."""
     for leftover in plan.partition.leftovers:  # what the broker purges on load anyway
         _unlink(leftover, result)
-    if plan.deletions and plan.roll_offset is not None:
+    if whole and plan.deletions and plan.roll_offset is not None:
         _create_empty_segment(plan.partition.path, plan.roll_offset, result)
 
 

@@ -17,11 +17,14 @@ import pytest
 import retentiond.kinds.kafka.kind as kind_module
 from retentiond.engine.execute import Executor, RoundContext
 from retentiond.engine.guard import Guard
+from retentiond.engine.identity import identity_of
+from retentiond.engine.refused import RefusedFile
 from retentiond.engine.round import Mode, Round
 from retentiond.kinds.kafka.config import load_server_properties
 from retentiond.kinds.kafka.kind import Kafka
 from retentiond.kinds.kafka.plan import KafkaPlan
 from retentiond.kinds.kafka.policy import PartitionPlan, TopicConfig
+from retentiond.reasons import Kind
 from tests.kinds.kafka.kafkalog import KafkaLog, R, read_checkpoint, segment_bases
 
 NOW = 1_700_000_000_000
@@ -50,6 +53,7 @@ def real_round(
     config: TopicConfig,
     change: Callable[[Path], None],
     build: Callable[[Path], KafkaLog] = six_expired_segments,
+    refused: Callable[[KafkaLog], dict[str, RefusedFile]] | None = None,
 ) -> tuple[KafkaLog, ListJournal, list[PartitionPlan], KafkaPlan]:
     """Plan and carry out one round; ``change`` runs on the partition dir after the plan was
     made and before anything is unlinked."""
@@ -80,6 +84,7 @@ def real_round(
         remember_held=lambda _h: None,
         executor=Executor(kind, journal),  # type: ignore[arg-type]
         context=RoundContext("h", False, None, lambda: NOW),
+        refused=None if refused is None else (lambda: refused(log)),
     )
     plan = kind.plan_round(kind.scan(NOW), rnd)
     return log, journal, planned, plan
@@ -189,3 +194,35 @@ def test_a_roll_that_cannot_be_made_keeps_its_partition_and_ends_no_round(
     assert not any("orders-0" in f for f in deleted_files(journal))
     assert any(f"{30:020d}.index" in e for e in plan.errors), plan.errors
     assert segment_bases(log.log_dir / "orders-1") == [25]
+
+
+def test_no_roll_when_a_refused_unlink_shortens_the_run(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every segment is expired, so the plan rolls (an empty segment at the log end) before
+    deleting them all. When the run is cut short (segment 15's unlink was refused and is
+    still in its backoff), the last segment stays: no empty segment is made, as Kafka makes
+    none for a log it does not empty."""
+
+    def all_expired(log_dir: Path) -> KafkaLog:
+        log = KafkaLog(log_dir, "orders", 0, segment_bytes=5 * R)
+        log.append_records(30, NOW - 100_000)
+        log.write(hw=30)
+        return log
+
+    def refused_15(log: KafkaLog) -> dict[str, RefusedFile]:
+        path = seg(log, 15)
+        ident = identity_of(os.stat(path))
+        return {
+            str(path): RefusedFile(Kind.KAFKA_SEGMENT, ident, "EPERM", 1, 1, NOW, NOW, NOW + 8000)
+        }
+
+    config = TopicConfig(retention_ms=10_000)
+    log, journal, planned, _ = real_round(
+        tmp_path, monkeypatch, config, lambda _d: None, all_expired, refused_15
+    )
+    (p,) = planned
+    assert p.roll_offset == 30 and len(p.deletions) == 6  # the plan would empty the log
+    assert deleted_files(journal) == [str(seg(log, b)) for b in (0, 5, 10)]
+    assert segment_bases(log.dir) == [15, 20, 25]  # no empty segment at 30
+    assert not seg(log, 30).exists()
