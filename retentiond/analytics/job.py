@@ -98,6 +98,13 @@ def build_session(master: str | None) -> SparkSession:
         builder = builder.config("spark.ui.enabled", "false").config(
             "spark.ui.showConsoleProgress", "false"
         )
+        # file:// through the raw local file system: Hadoop's default wraps it in a checksum
+        # layer that looks for a ``.crc`` side file next to every input file (the shipper
+        # writes none) and writes one next to every Parquet file; this session is the only
+        # reader that would check them.
+        builder = builder.config(
+            "spark.hadoop.fs.file.impl", "org.apache.hadoop.fs.RawLocalFileSystem"
+        )
     return builder.getOrCreate()
 
 
