@@ -112,7 +112,8 @@ def configure(spark: SparkSession, paths: tuple[str, ...] = ()) -> None:
     """Session settings the tables depend on (UTC days, replace only the days computed).
 
     Shuffle partitions and the cost of opening a file: unless the user set them (``--conf``),
-    sized for the shipped layout. Shuffle partitions: twice the cores instead of Spark's
+    sized for the shipped layout (and, below, the listing, the cache and a local session's
+    Hadoop conf). Shuffle partitions: twice the cores instead of Spark's
     fixed 200. The aggregates are per broker and day, far smaller than the input;
     200 partitions of a few rows each cost more in task overhead than the work they hold.
     """
@@ -137,7 +138,8 @@ def configure(spark: SparkSession, paths: tuple[str, ...] = ()) -> None:
         # driver: a fleet's month is tens of thousands of broker directories per type.
         spark.conf.set("spark.sql.sources.parallelPartitionDiscovery.threshold", "8")
     if sc.master.startswith("local"):
-        _trim_hadoop_defaults(spark, local_files=all(_is_local(p) for p in paths))
+        local = bool(paths) and all(_is_local(p) for p in paths)
+        _trim_hadoop_defaults(spark, local_files=local)
 
 
 # Default resources of Hadoop services an embedded local[*] session never talks to.
@@ -160,13 +162,14 @@ def _trim_hadoop_defaults(spark: SparkSession, *, local_files: bool) -> None:
     Hadoop's default resources, that is about half of the time to read one shipped file
     (a few hundred records in a few tens of KiB of gzip), and a fleet's month is tens of
     thousands of them. The 720 properties of ``yarn-default.xml`` and ``mapred-default.xml``
-    only restate the defaults the code already has; the local file system and the Parquet
-    writer read none of them that differ. Properties set anywhere else (``*-site.xml``,
-    ``spark.hadoop.*``) are kept. Only for ``local`` masters: on a cluster the YARN and
+    are for services a local job does not use; of the few it reads (the output committer's),
+    Spark sets its own (``mapreduce.fileoutputcommitter.algorithm.version``) and the code
+    has the same defaults. Properties set anywhere else (``*-site.xml``, ``spark.hadoop.*``,
+    Spark's own) are kept. Only for ``local`` masters: on a cluster the YARN and
     MapReduce settings may matter to the resource manager and the committers.
     """
-    # ~1,100 properties down to ~140: reading a month of a 540-broker fleet takes a fifth
-    # less CPU (bench/README.md, "Fleet analysis job").
+    # ~1,100 properties down to ~140: 10 days of a 540-broker fleet took a fifth less CPU
+    # (bench/README.md, "Fleet analysis job").
     jvm = spark.sparkContext._jvm  # type: ignore[attr-defined]
     conf = spark.sparkContext._jsc.hadoopConfiguration()  # type: ignore[attr-defined]
     writer = jvm.java.io.StringWriter()
