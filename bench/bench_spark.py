@@ -351,6 +351,11 @@ def write_readme(section: str) -> None:
     if start >= 0:
         end = text.find("\n## ", start + len(HEADING))
         rest = text[end + 1 :] if end >= 0 else ""
+        # dated "### " notes under the section (earlier runs, what was tried) are kept
+        old = text[start : end if end >= 0 else len(text)]
+        notes = old.find("\n### ")
+        if notes >= 0:
+            section = section.rstrip("\n") + "\n" + old[notes:].rstrip("\n") + "\n"
         text = text[:start] + section.rstrip("\n") + "\n" + ("\n" + rest if rest else "")
     else:
         text = text.rstrip("\n") + "\n\n" + section
@@ -409,6 +414,13 @@ def main() -> int:
     print(f"duckdb: {duck_s:.1f}s, peak RSS {duck_rss / 2**30:.2f} GiB", flush=True)
     verdict = compare(out, duck["tables"])
     print(verdict, flush=True)
+    print(
+        f"{analysed:,} records: Spark {spark_s:.1f} s = {analysed / spark_s:,.0f} records/s, "
+        f"DuckDB {duck_s:.1f} s = {analysed / duck_s:,.0f} records/s; "
+        f"Spark time / DuckDB time = {spark_s / duck_s:.2f}; load (1, 5, 15 min) at the "
+        f"Spark start {spark_load}, at the DuckDB start {duck_load}, after both {_load()}",
+        flush=True,
+    )
 
     table = "\n".join(
         [
