@@ -18,6 +18,9 @@ from kafka.record._crc32c import crc as crc32c
 from kafka.record.default_records import DefaultRecordBatchBuilder
 from kafka.record.legacy_records import LegacyRecordBatchBuilder
 
+from retentiond.kinds.kafka.policy import PartitionPlan, TopicConfig, plan_partition
+from retentiond.kinds.kafka.scan import scan_log_dir
+
 R = 72  # TestUtils.singletonRecords("test"): 61-byte v2 header + 11-byte record
 NO_TIMESTAMP = -1
 
@@ -211,3 +214,20 @@ def leader_epochs(part_dir: Path) -> list[tuple[int, int]]:
     lines = (part_dir / "leader-epoch-checkpoint").read_text().splitlines()
     assert lines[0] == "0" and int(lines[1]) == len(lines) - 2
     return [(int(a), int(b)) for a, b in (line.split() for line in lines[2:])]
+
+
+def plan_one_partition(
+    log_dir: Path, config: TopicConfig | None, now_ms: int, *, time_index_compat: bool = False
+) -> PartitionPlan:
+    """Scan a log dir holding one partition and plan it with the dir's own checkpoints, as a
+    round would (``config``: the partition's ``TopicConfig``, or None when unknown)."""
+    snap = scan_log_dir(str(log_dir))
+    (part,) = snap.partitions
+    return plan_partition(
+        part,
+        config,
+        now_ms=now_ms,
+        high_watermarks=snap.high_watermarks,
+        log_start_offsets=snap.log_start_offsets,
+        time_index_compat=time_index_compat,
+    )

@@ -21,7 +21,7 @@ from retentiond.kinds.kafka.plan import KafkaPlan, LogDirPlan
 from retentiond.kinds.kafka.policy import TopicConfig, plan_partition
 from retentiond.kinds.kafka.scan import scan_log_dir
 from retentiond.reasons import Kind, Reason, Verdict
-from tests.kinds.kafka.kafkalog import KafkaLog, R, segment_bases
+from tests.kinds.kafka.kafkalog import KafkaLog, R, plan_one_partition, segment_bases
 
 NOW = 1_700_000_000_000
 OLD = NOW - 100_000
@@ -53,16 +53,7 @@ def future_time_index(log: KafkaLog, base: int) -> None:
 
 
 def plan(log: KafkaLog, *, compat: bool = False):  # type: ignore[no-untyped-def]
-    snap = scan_log_dir(str(log.log_dir))
-    (part,) = snap.partitions
-    return plan_partition(
-        part,
-        CFG,
-        now_ms=NOW,
-        high_watermarks=snap.high_watermarks,
-        log_start_offsets=snap.log_start_offsets,
-        time_index_compat=compat,
-    )
+    return plan_one_partition(log.log_dir, CFG, NOW, time_index_compat=compat)
 
 
 def verdicts(p) -> list[tuple[Verdict, Reason]]:  # type: ignore[no-untyped-def]

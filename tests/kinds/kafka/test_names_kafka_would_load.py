@@ -21,10 +21,10 @@ import pytest
 
 from retentiond.kinds.kafka import formats as fm
 from retentiond.kinds.kafka.offline import run_offline
-from retentiond.kinds.kafka.policy import TopicConfig, plan_partition
+from retentiond.kinds.kafka.policy import TopicConfig
 from retentiond.kinds.kafka.scan import scan_log_dir
 from retentiond.reasons import Reason, Verdict
-from tests.kinds.kafka.kafkalog import KafkaLog, R, segment_bases
+from tests.kinds.kafka.kafkalog import KafkaLog, R, plan_one_partition, segment_bases
 
 NOW = 1_700_000_000_000
 CFG = TopicConfig(retention_ms=10_000)
@@ -41,15 +41,7 @@ def expired_log(log_dir: Path) -> KafkaLog:
 
 
 def plan_of(log_dir: Path):  # type: ignore[no-untyped-def]
-    snap = scan_log_dir(str(log_dir))
-    (part,) = snap.partitions
-    return plan_partition(
-        part,
-        CFG,
-        now_ms=NOW,
-        high_watermarks=snap.high_watermarks,
-        log_start_offsets=snap.log_start_offsets,
-    )
+    return plan_one_partition(log_dir, CFG, NOW)
 
 
 def test_control_without_odd_names_the_prefix_goes(tmp_path: Path) -> None:

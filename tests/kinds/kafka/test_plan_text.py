@@ -11,10 +11,9 @@ from types import SimpleNamespace
 from retentiond.kinds.kafka.config import load_server_properties
 from retentiond.kinds.kafka.kind import Kafka
 from retentiond.kinds.kafka.plan import KafkaPlan, LogDirPlan
-from retentiond.kinds.kafka.policy import PartitionPlan, TopicConfig, plan_partition
-from retentiond.kinds.kafka.scan import scan_log_dir
+from retentiond.kinds.kafka.policy import PartitionPlan, TopicConfig
 from retentiond.reasons import Reason, Verdict
-from tests.kinds.kafka.kafkalog import KafkaLog, R, segment_bases
+from tests.kinds.kafka.kafkalog import KafkaLog, R, plan_one_partition, segment_bases
 
 NOW = 1_700_000_000_000
 OLD = NOW - 100_000
@@ -35,15 +34,7 @@ def render(log_dir: Path, plans: list[PartitionPlan], *, every: bool = False) ->
 
 
 def planned(log: KafkaLog, config: TopicConfig | None = CFG) -> PartitionPlan:
-    snap = scan_log_dir(str(log.log_dir))
-    (part,) = snap.partitions
-    return plan_partition(
-        part,
-        config,
-        now_ms=NOW,
-        high_watermarks=snap.high_watermarks,
-        log_start_offsets=snap.log_start_offsets,
-    )
+    return plan_one_partition(log.log_dir, config, NOW)
 
 
 def six_segments(tmp_path: Path, recent_ts: int = NOW - 1000) -> KafkaLog:
