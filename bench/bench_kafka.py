@@ -41,9 +41,7 @@ from collections import Counter
 from pathlib import Path
 from types import SimpleNamespace
 
-from retentiond.engine.execute import RoundContext
-from retentiond.engine.guard import Guard
-from retentiond.engine.round import Mode, Round
+from retentiond.engine.cleaner import Cleaner
 from retentiond.kinds.kafka.config import load_server_properties
 from retentiond.kinds.kafka.formats import LogSummary
 from retentiond.kinds.kafka.kind import Kafka
@@ -209,21 +207,12 @@ def _plan_text(
 
 
 def plan_round_text(props: Path, now_ms: int) -> str:
-    """``Kafka.plan_round`` in a plan round, as the CLI will run it (hold pass included)."""
+    """``Kafka.plan_round`` in a plan round, made by the engine's ``Cleaner.plan`` as the CLI
+    runs it (cyclic GC paused, no hold look-ups in plan mode), then rendered."""
     server = load_server_properties(str(props))
     kind = Kafka(SimpleNamespace(config_hash="bench"), server)  # type: ignore[arg-type]
-    rnd = Round(
-        kind,  # type: ignore[arg-type]
-        Guard(),
-        now_ms=now_ms,
-        manual=False,
-        mode=Mode.PLAN,
-        held=dict,
-        remember_held=lambda _h: None,
-        executor=None,
-        context=RoundContext("bench", True, None, lambda: now_ms),
-    )
-    return kind.render_plan(kind.plan_round(kind.scan(now_ms), rnd))
+    plan = Cleaner(kind, clock_ms=lambda: now_ms).plan()  # type: ignore[arg-type]
+    return kind.render_plan(plan)  # type: ignore[arg-type]
 
 
 def children_cpu() -> float:

@@ -8,8 +8,7 @@ import sys
 from pathlib import Path
 from types import SimpleNamespace
 
-from retentiond.engine.execute import RoundContext
-from retentiond.engine.guard import Guard
+from retentiond.engine.cleaner import Cleaner
 from retentiond.engine.round import Mode, Round
 from retentiond.kinds.kafka.config import load_server_properties
 from retentiond.kinds.kafka.kind import Kafka
@@ -19,18 +18,9 @@ from retentiond.storegen.kafka import KafkaStoreSpec, generate_kafka_store, writ
 
 
 def plan_round_of(kind: Kafka, now_ms: int) -> Round:
-    """The engine's round in plan mode, as ``retentiond plan`` runs it."""
-    return Round(
-        kind,  # type: ignore[arg-type]
-        Guard(),
-        now_ms=now_ms,
-        manual=False,
-        mode=Mode.PLAN,
-        held=dict,
-        remember_held=lambda _h: None,
-        executor=None,
-        context=RoundContext("h", True, None, lambda: now_ms),
-    )
+    """The engine's round in plan mode, made by the Cleaner as ``retentiond plan`` makes it
+    (here handed a scan of the test's choosing)."""
+    return Cleaner(kind, clock_ms=lambda: now_ms)._round(Mode.PLAN, False, now_ms)  # type: ignore[arg-type]
 
 
 def test_plan_round_changes_nothing(tmp_path: Path) -> None:
