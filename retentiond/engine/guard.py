@@ -93,15 +93,18 @@ class Guard:
             )
         sure = hm.complete and not invisible_owner
 
+        nobody: frozenset[int] = frozenset()
+
         def holders_of(d: Decision) -> frozenset[int] | None:
             ident = d.identity
             if ident is None:
                 return None
-            found = hm.holders(ident.dev, ident.ino) - owner.pids - {hm.self_pid}
-            if found:
-                return frozenset(found)
+            if (ident.dev, ident.ino) in hm.refs:  # (most files are open nowhere: no set made)
+                found = hm.holders(ident.dev, ident.ino) - owner.pids - {hm.self_pid}
+                if found:
+                    return frozenset(found)
             if sure or nobody_has_open(d.path, ident.dev, ident.ino):
-                return frozenset()
+                return nobody
             return None
 
         return holders_of

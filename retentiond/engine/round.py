@@ -16,7 +16,7 @@ from retentiond.engine.decision import Decision
 from retentiond.engine.disk import PathUsage
 from retentiond.engine.execute import Executor, JournalFailed, Outcome, RoundContext, Run, Stopped
 from retentiond.engine.guard import Guard
-from retentiond.engine.holds import HeldFile, HoldersOf, hold_in_order
+from retentiond.engine.holds import HeldFile, HoldersOf, HoldIntervals, hold_in_order
 from retentiond.engine.kind import StoreKind
 from retentiond.engine.refused import RefusedFile, keep_refused
 
@@ -57,6 +57,7 @@ class Round:
         self.stopped = False
         self.journal_error: str | None = None
         self._holders: HoldersOf | None = None
+        self._rules: HoldIntervals | None = None  # the kind's intervals, read once a round
         self._on_phase = on_phase
         self._refused = refused  # the Cleaner's refused unlinks, read at each hold
 
@@ -119,9 +120,13 @@ class Round:
                 return decisions
         if self._holders is None:
             self._holders = self.guard.holders_of(self.kind, self.now_ms)
-        rules = self.guard.rules(self.kind)
+        if self._rules is None:  # (a plan on 100k queues holds once per queue with deletions)
+            self._rules = self.guard.rules(self.kind)
+        rules = self._rules
         seen: dict[str, HeldFile] = {}
         out = hold_in_order(decisions, self._holders, self._held(), self.now_ms, rules, seen)
+        if not seen:
+            return out
         self.seen_held.update(seen)
         if self.mode is Mode.REAL:
             self._remember_held(seen)  # before any unlink, as upstream's firstShutdown

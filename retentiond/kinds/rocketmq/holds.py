@@ -63,6 +63,9 @@ def hold_queues(plan: QueuesPlan, hold: HoldRun) -> QueuesPlan:
             queues.append(q)
             continue
         walked = hold(q.deleted)
+        if walked is q.deleted:  # nothing held (the hold hands back the very tuple)
+            queues.append(q)
+            continue
         go = tuple(d for d in walked if d.delete)
         if len(go) == len(q.deleted):
             queues.append(q._replace(deleted=walked))

@@ -12,6 +12,7 @@ import os
 import struct
 from collections.abc import Iterable, Sequence
 from stat import S_ISREG
+from typing import Any
 
 from retentiond.engine.decision import Decision
 from retentiond.engine.identity import FileIdentity
@@ -21,6 +22,7 @@ from retentiond.kinds.rocketmq.snapshot import IndexFile, QueueListing
 from retentiond.reasons import Kind, Reason, Verdict
 
 pack = STOP.pack
+lstat = os.lstat
 value_at = struct.Struct("=q").unpack_from
 new_tuple = tuple.__new__  # a NamedTuple built without its keyword-handling __new__
 
@@ -90,7 +92,12 @@ def plan_queue(
 
 
 def plan_queue_from_file(
-    q: QueueListing, min_offset: int, reader: BinaryReader, va: Sequence[int], at: int, dev: int
+    q: QueueListing,
+    min_offset: int,
+    reader: BinaryReader,
+    va: Sequence[int],
+    at: int,
+    dev: int,
 ) -> QueueDecision:
     """``plan_queue`` for a listing loaded from the scan cache file, whose values are still in
     the file's array (``va[at:]``: inode, size, mtime_ns, ctime_ns, value or -1 per non-last
@@ -102,42 +109,50 @@ def plan_queue_from_file(
     and ctime it was read with, as a regular file; any difference reads the file again.
     """
     deleted: list[Decision] = []
-    directory, topic, queue_id = q.directory, q.topic, q.queue_id
-    lstat = os.lstat
+    names = q.names
+    directory = q.directory
     if dev < 0:
         dev += 1 << 64  # stored as a signed 64-bit integer
-    for name in q.names[:-1]:  # the newest file of a queue is never a candidate
-        path = f"{directory}/{name}"
-        ino, size, mtime, ctime, value = va[at : at + 5]
-        at += 5
+    # Indexed rather than sliced (``names[:-1]``, ``va[at:at + 5]``): this loop runs for
+    # every queue of the store in the first round after a start.
+    for j in range(len(names) - 1):  # the newest file of a queue is never a candidate
+        name = names[j]
+        value = va[at + 4]
         problem: str | None = None
+        ident: FileIdentity | None = None
+        cached = False  # the value is the file's, as recorded, and the file is unchanged
         if value >= 0:
+            ino = va[at]
             if ino < 0:
                 ino += 1 << 64
+            ctime = va[at + 3]
             try:
-                st = lstat(path)
+                st = lstat(f"{directory}/{name}")
             except OSError as exc:  # as cq_last_offset: a known file that cannot be stat-ed
-                value, ident, problem = None, None, f"stat failed: {exc.strerror}"
+                value, problem = None, f"stat failed: {exc.strerror}"
             else:
                 if (
                     st.st_ino == ino
-                    and st.st_size == size
-                    and st.st_mtime_ns == mtime
+                    and st.st_size == va[at + 1]
+                    and st.st_mtime_ns == va[at + 2]
                     and st.st_dev == dev
                     and (ctime < 0 or st.st_ctime_ns == ctime)
                     and S_ISREG(st.st_mode)
                 ):
-                    ident = FileIdentity(ino, dev, size, mtime) if value < min_offset else None
+                    cached = True
                 else:
                     value = -1
         if value is not None and value < 0:  # not known, or changed: read it
-            got = reader.cq_last_offset(path)
+            got = reader.cq_last_offset(f"{directory}/{name}")
             value, ident, problem = got.value, got.identity, got.problem
+        at += 5
         if value is not None and value < min_offset:  # strict "<" as upstream
+            if cached:
+                ident = FileIdentity(ino, dev, va[at - 4], va[at - 3])
             deleted.append(
-                Decision(Kind.CONSUMEQUEUE, path, Verdict.DELETE,
+                Decision(Kind.CONSUMEQUEUE, f"{directory}/{name}", Verdict.DELETE,
                          Reason.BELOW_COMMITLOG_MIN_OFFSET, ident, int(name), value,
-                         topic, queue_id)
+                         q.topic, q.queue_id)
             )  # fmt: skip
             continue
         reason = Reason.UNREADABLE if value is None else Reason.HOLDS_LIVE_OFFSET
@@ -145,12 +160,13 @@ def plan_queue_from_file(
         if ident is not None:  # read again just now
             packed = pack(ident.ino, ident.dev, ident.size, ident.mtime_ns,
                           -1 if value is None else value)  # fmt: skip
-        elif value is not None:  # known and unchanged
-            packed = pack(ino, dev, size, mtime, value)
+        elif cached:
+            packed = pack(ino, dev, va[at - 4], va[at - 3], value)
         parts = (reason, packed, problem, q.key)
-        return new_tuple(QueueDecision, (topic, queue_id, directory, q.names, (*deleted,), *parts))
-    parts = (None, None, None, q.key)
-    return new_tuple(QueueDecision, (topic, queue_id, directory, q.names, (*deleted,), *parts))
+        fields = (q.topic, q.queue_id, directory, names, (*deleted,), *parts)
+        return new_tuple(QueueDecision, fields)
+    fields = (q.topic, q.queue_id, directory, names, (*deleted,), None, None, None, q.key)
+    return new_tuple(QueueDecision, fields)
 
 
 def plan_index(
@@ -202,6 +218,17 @@ def plan_index(
     return tuple(decisions)
 
 
+def _loaded_at(q: QueueListing, cursor: int, loaded: Any) -> int:  # scancache.LoadedValues
+    """Where in the scan cache file ``q`` (a listing loaded from it, as it was loaded) is:
+    at ``cursor`` on the common path (a walk of unchanged directories visits them in file
+    order), else looked up by path; -1 when ``q`` is not that very listing."""
+    listings = loaded.listings
+    if cursor < len(listings) and listings[cursor] is q:
+        return cursor
+    i = loaded.index.get(q.directory, -1)
+    return i if i >= 0 and listings[i] is q else -1
+
+
 def plan_queues(
     queues: Iterable[QueueListing],
     index: tuple[IndexFile, ...],
@@ -237,17 +264,21 @@ def plan_queues(
     loaded_get = loaded.get if loaded else None
     # Listings loaded from the scan cache file, their values still in its arrays
     # (scancache.LoadedValues; looked up inline: this runs for every queue after a start).
-    at_get = loaded_list = va = value_starts = devices = None
-    if loaded and hasattr(loaded, "index"):
-        at_get, loaded_list, va = loaded.index.get, loaded.listings, loaded.va
+    loaded_list = va = value_starts = devices = None
+    n_loaded = cursor = 0  # the position in the file a walk in file order is at
+    if loaded and hasattr(loaded, "listings"):
+        loaded_list, va = loaded.listings, loaded.va
         value_starts, devices = loaded.value_starts, loaded.devices
+        n_loaded = len(loaded_list)
     append = examined.append
     for q in queues:
         queue_count += 1
         n = len(q.names)
         file_count += n
-        if n < 2:
-            continue  # only the newest file: nothing to examine
+        if n < 2:  # only the newest file: nothing to examine
+            if cursor < n_loaded and loaded_list[cursor] is q:  # type: ignore[index]
+                cursor += 1
+            continue
         directory = q.directory
         hit = memo_get(directory) if memo_get is not None else None
         decision = None
@@ -271,11 +302,10 @@ def plan_queues(
                 # very listing they were read under, else each re-checked with an lstat.
                 known = known_values(earlier.names, decision_values(earlier), q)
                 decision = plan_queue(q, min_offset, reader, known, trust=same)
-        elif (
-            at_get is not None and (i := at_get(directory)) is not None and loaded_list[i] is q  # type: ignore[index]
-        ):
+        elif n_loaded and (i := _loaded_at(q, cursor, loaded)) >= 0:
             # The listing as loaded from the scan cache file, its values still in the file's
             # array: one lstat per file used (see plan_queue_from_file).
+            cursor = i + 1
             decision = plan_queue_from_file(
                 q,
                 min_offset,

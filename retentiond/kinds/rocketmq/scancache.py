@@ -229,7 +229,11 @@ class LoadedValues:
 
     def __init__(self, listings: dict, qa: array, na: array, va: array, starts: array,
                  names: _NameTable) -> None:  # fmt: skip
-        self._at = self.index = {path: i for i, path in enumerate(listings)}  # file order
+        self._paths = listings  # path -> listing, in file order
+        self._at: dict[str, int] | None = None  # path -> position, made when first asked
+        # In file order, which is the order a walk of the unchanged directories visits them
+        # in (``plan_queues`` looks a queue up by position first, by path only when that
+        # misses: no 100k-entry dictionary to build and search on the common path).
         self.listings = list(listings.values())
         self._qa, self._na, self._va, self._starts, self._names = qa, na, va, starts, names
         # For ``queues.plan_queues``, which checks the values of the very listings loaded
@@ -244,11 +248,18 @@ class LoadedValues:
         self._ints: dict[int, int] = {}  # one int object per distinct size and device
 
     def __len__(self) -> int:
-        return len(self._at)
+        return len(self.listings)
+
+    @property
+    def index(self) -> dict[str, int]:
+        """Each queue directory's position in the file."""
+        if self._at is None:
+            self._at = {path: i for i, path in enumerate(self._paths)}
+        return self._at
 
     def get(self, path: str) -> tuple[tuple[str, ...], Values] | None:
         """The names the values were read under and each non-last file's value, or None."""
-        i = self._at.get(path)
+        i = self.index.get(path)
         if i is None:
             return None
         qa, va, same = self._qa, self._va, self._ints.setdefault
