@@ -24,11 +24,24 @@ shipper reconciles the intents of dead writers first (their outcomes go into the
 segment, shipped later) and keeps every closed segment that still holds an open intent of a
 live writer (``ReconcileResult.live_segments``) until that writer has written its outcome or
 died.
+
+Each pass reads only what was appended since the one before (``reconcile.mark``): where the
+last pass stopped reading (journal id, segment, byte offset, at a line end) and every intent
+that was still open there, live writers' and those the pass itself just gave an outcome
+(until that outcome has been read back, an intent counts as open). Lines before the mark are
+settled, so a restart beside a journal of millions of records costs what was written since
+the last pass, not the journal's whole history. The one question an older line could answer,
+"did another writer delete this very file?", is asked only for an orphan of a dead writer
+whose file is gone, and then the whole journal is read as before. A missing, unreadable or
+foreign mark (another journal id, a segment shorter than its offset) means reading
+everything, as without one.
 """
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
+import json
 import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -37,11 +50,13 @@ from typing import Any
 
 import structlog
 
-from retentiond.journal.writer import list_segments, parse_line
+from retentiond.journal.writer import ID_NAME, list_segments, parse_line
 
 log = structlog.get_logger("retentiond.reconcile")
 
 LOCK_NAME = "reconcile.lock"
+MARK_NAME = "reconcile.mark"
+MARK_VERSION = 1
 _OUTCOMES = (b'"type":"deletion"', b'"type":"abort"')
 _INTENT = b'"type":"intent"'
 _PROC = "/proc"
@@ -103,23 +118,114 @@ class ReconcileResult:
         return {k: v for k, v in self.__dict__.items() if isinstance(v, int)}
 
 
+@dataclass
+class _Mark:
+    """Where the previous pass stopped reading, and the intents still open there."""
+
+    journal_id: str
+    seq: int
+    offset: int
+    # op id -> (segment, intent record), in journal order
+    open: dict[str, tuple[int, dict[str, Any]]] = field(default_factory=dict)
+
+
+def _journal_id(directory: Path) -> str | None:
+    try:
+        text = (directory / ID_NAME).read_text().strip()
+    except OSError:
+        return None
+    return text or None
+
+
+def _read_mark(directory: Path, journal: str | None) -> _Mark | None:
+    """The mark, or None (read everything) when it is missing, unreadable or not this
+    journal's."""
+    if journal is None:
+        return None
+    try:
+        doc = json.loads((directory / MARK_NAME).read_bytes())
+        if doc.get("version") != MARK_VERSION or doc.get("journal_id") != journal:
+            return None
+        seq, offset = doc["seq"], doc["offset"]
+        if not (isinstance(seq, int) and isinstance(offset, int) and seq >= 0 <= offset):
+            return None
+        open_: dict[str, tuple[int, dict[str, Any]]] = {}
+        for op_id, at, record in doc["open"]:
+            if not (isinstance(op_id, str) and isinstance(at, int) and isinstance(record, dict)):
+                return None
+            open_[op_id] = (at, record)
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        return None
+    return _Mark(journal, seq, offset, open_)
+
+
+def _write_mark(directory: Path, mark: _Mark) -> None:
+    """Replace the mark atomically (a torn or lost one only means reading everything)."""
+    doc = {
+        "version": MARK_VERSION,
+        "journal_id": mark.journal_id,
+        "seq": mark.seq,
+        "offset": mark.offset,
+        "open": [[op_id, at, record] for op_id, (at, record) in mark.open.items()],
+    }
+    tmp = directory / f".{MARK_NAME}.{os.getpid()}"
+    try:
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o640)
+        with open(fd, "wb") as fh:  # (as private as the journal: it holds intents)
+            fh.write(json.dumps(doc, separators=(",", ":")).encode())
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, directory / MARK_NAME)
+    except OSError as exc:
+        log.warning("cannot write the reconcile mark; the next pass reads the whole journal",
+                    file=str(directory / MARK_NAME), error=str(exc))  # fmt: skip
+        with contextlib.suppress(OSError):
+            tmp.unlink()
+
+
 def _scan(
-    directory: Path, result: ReconcileResult, deleted: set[tuple[object, object]]
-) -> dict[str, tuple[int, dict[str, Any]]]:
+    directory: Path,
+    result: ReconcileResult,
+    deleted: set[tuple[object, object]],
+    mark: _Mark | None = None,
+) -> tuple[dict[str, tuple[int, dict[str, Any]]], tuple[int, int] | None]:
     """Intents without an outcome and the segment each is in, in journal order; ``deleted``
-    collects (file, inode) of every deletion whose intent is still local. Only intent and
-    outcome lines are parsed."""
-    open_: dict[str, tuple[int, dict[str, Any]]] = {}
-    for seq, path in list_segments(directory):
-        result.segments += 1
+    collects (file, inode) of every deletion read whose intent is still local. Only intent
+    and outcome lines are parsed. With a ``mark``, reading starts there with the intents it
+    carries; None instead of an end when the mark does not fit the journal (read it all).
+
+    Also returns where reading ended: the last segment read and the offset just past its
+    last complete line (a line still being written is read again next time)."""
+    open_: dict[str, tuple[int, dict[str, Any]]] = dict(mark.open) if mark else {}
+    end: tuple[int, int] | None = (mark.seq, mark.offset) if mark else None
+    segments = list_segments(directory)
+    last = segments[-1][0] if segments else -1
+    for seq, path in segments:
+        start = 0
+        if mark is not None:
+            if seq < mark.seq:
+                continue  # read by an earlier pass
+            if seq == mark.seq:
+                start = mark.offset
         try:
             with open(path, "rb") as fh:
+                if start:
+                    if os.fstat(fh.fileno()).st_size < start:
+                        raise _MarkMismatch(path)
+                    fh.seek(start)
                 lines = fh.readlines()
         except FileNotFoundError:
             continue  # shipped away meanwhile
+        result.segments += 1
+        offset = start
         for line in lines:
+            complete = line.endswith(b"\n")
+            if complete:
+                offset += len(line)
+            elif seq == last:
+                break  # being written: read again next time, from its start
             if _INTENT not in line and not any(o in line for o in _OUTCOMES):
-                if not line.endswith(b"\n"):
+                if not complete:
                     result.torn += 1
                 continue
             record = parse_line(line)
@@ -138,7 +244,17 @@ def _scan(
                     intent = closed[1]
                     if "ino" in intent:
                         deleted.add((intent.get("file"), intent.get("ino")))
-    return open_
+        end = (seq, offset)
+    return open_, end
+
+
+class _MarkMismatch(Exception):
+    """The mark points past the end of its segment: not this journal's history."""
+
+
+def _exists(intent: dict[str, Any]) -> bool:
+    path = intent.get("file")
+    return isinstance(path, str) and os.path.lexists(path)
 
 
 def _still_there(intent: dict[str, Any]) -> bool:
@@ -177,15 +293,30 @@ def reconcile(
     fd = os.open(directory / LOCK_NAME, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o640)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)
+        journal = _journal_id(directory)
+        mark = _read_mark(directory, journal)
         deleted: set[tuple[object, object]] = set()
-        orphans = _scan(directory, result, deleted)
+        try:
+            orphans, end = _scan(directory, result, deleted, mark)
+        except _MarkMismatch:
+            result = ReconcileResult()
+            deleted = set()
+            orphans, end = _scan(directory, result, deleted)
+        whole = mark is None  # ``deleted`` holds every deletion still in the journal
         result.open_intents = len(orphans)
         for op_id, (seq, intent) in orphans.items():
             if alive(intent.get("writer")):
                 result.live += 1
                 result.live_segments.add(seq)
                 continue
-            by_other = "ino" in intent and (intent.get("file"), intent.get("ino")) in deleted
+            key = (intent.get("file"), intent.get("ino"))
+            if "ino" in intent and key not in deleted and not whole and not _exists(intent):
+                # Gone: only another writer's deletion, perhaps before the mark, tells an
+                # unlink by someone else from this writer's own (rare: a writer killed
+                # between its intent and its outcome). Read the whole journal for it.
+                _scan(directory, ReconcileResult(), deleted)
+                whole = True
+            by_other = "ino" in intent and key in deleted
             if by_other or _still_there(intent):
                 why = "deleted by another writer" if by_other else "interrupted before the unlink"
                 append(
@@ -208,6 +339,10 @@ def reconcile(
                 if "ino" in intent:  # a second orphan on this file did not unlink it
                     deleted.add((intent.get("file"), intent.get("ino")))
                 result.deleted += 1
+        if journal is not None and end is not None:
+            # Every intent still open where reading ended is carried, the ones given an
+            # outcome just now too: they are settled once that outcome is read back.
+            _write_mark(directory, _Mark(journal, end[0], end[1], orphans))
     finally:
         os.close(fd)
     if result.deleted or result.aborted or (when == "start-up" and (result.live or result.torn)):

@@ -1,0 +1,193 @@
+"""Reconciliation reads only what was appended since the previous pass (``reconcile.mark``),
+and still gives every orphaned intent exactly the outcome a pass over the whole journal would.
+
+Writers are real processes, as in ``test_reconcile_rules``: a dead writer is a child that has
+exited, a live one a child that is still running (and is killed when the test says so).
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from collections import Counter
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from retentiond.journal.reconcile import MARK_NAME, reconcile
+from retentiond.journal.writer import Journal, Origin, list_segments, read_records
+from tests.journal.test_reconcile_rules import dead_writer, intent, outcomes
+
+ORIGIN = Origin("c1", "b1", "h1", "/store")
+
+
+@pytest.fixture
+def live_writer() -> Iterator[tuple[str, subprocess.Popen[str]]]:
+    """A running writer's identity and its process (kill it to make the writer dead)."""
+    code = (
+        "import sys; from retentiond.journal.reconcile import writer_identity; "
+        "print(writer_identity(), flush=True); sys.stdin.read()"
+    )
+    proc = subprocess.Popen(
+        [sys.executable, "-c", code], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+    )
+    assert proc.stdout is not None
+    identity = proc.stdout.readline().strip()
+    yield identity, proc
+    proc.kill()
+    proc.wait()
+
+
+def _kill(proc: subprocess.Popen[str]) -> None:
+    proc.kill()
+    proc.wait()
+
+
+def _file(tmp_path: Path, n: int) -> Path:
+    path = tmp_path / f"{n * 4096:020d}"
+    path.write_bytes(b"x" * 4096)
+    return path
+
+
+def _settled_pair(journal: Journal, op_id: str, path: Path) -> None:
+    """An intent and its deletion by a writer that finished its work."""
+    journal.append(intent(op_id, path, dead_writer()))
+    journal.append({"type": "deletion", "id": op_id, "file": str(path)})
+
+
+def _pass(journal: Journal):
+    return reconcile(journal.directory, journal.append, now_ms=1)
+
+
+def _outcome_counts(journal: Journal) -> Counter[str]:
+    return Counter(
+        str(r["id"]) for r in read_records(journal.directory) if r["type"] in ("deletion", "abort")
+    )
+
+
+def test_a_pass_reads_only_what_was_appended_since_the_last(tmp_path: Path) -> None:
+    journal = Journal(tmp_path / "journal", ORIGIN)
+    for n in range(3):
+        _settled_pair(journal, f"{n:032x}", _file(tmp_path, n))
+    first = _pass(journal)
+    assert first.intents == 3 and (first.deleted, first.aborted) == (0, 0)
+    assert (journal.directory / MARK_NAME).exists()
+
+    assert _pass(journal).intents == 0  # nothing new: nothing parsed again
+    _settled_pair(journal, f"{9:032x}", _file(tmp_path, 9))
+    third = _pass(journal)
+    assert third.intents == 1 and (third.deleted, third.aborted) == (0, 0)
+
+
+def test_an_orphan_written_after_the_mark_is_reconciled_once(tmp_path: Path) -> None:
+    journal = Journal(tmp_path / "journal", ORIGIN)
+    _settled_pair(journal, "a" * 32, _file(tmp_path, 0))
+    _pass(journal)
+    kept, gone = _file(tmp_path, 1), _file(tmp_path, 2)
+    dead = dead_writer()
+    journal.append(intent("b" * 32, kept, dead))  # killed before its unlink
+    journal.append(intent("c" * 32, gone, dead))  # killed after its unlink
+    gone.unlink()
+    result = _pass(journal)
+    assert (result.deleted, result.aborted) == (1, 1)
+    done = outcomes(list(read_records(journal.directory)))
+    assert done["b" * 32]["type"] == "abort" and done["c" * 32]["type"] == "deletion"
+    # The outcomes just appended are read back by the next pass: nothing is given a second.
+    again = _pass(journal)
+    assert (again.deleted, again.aborted, again.open_intents) == (0, 0, 0)
+    assert set(_outcome_counts(journal).values()) == {1}
+
+
+def test_a_live_writers_intent_is_carried_until_that_writer_dies(
+    tmp_path: Path, live_writer: tuple[str, subprocess.Popen[str]]
+) -> None:
+    identity, proc = live_writer
+    journal = Journal(tmp_path / "journal", ORIGIN)
+    held = _file(tmp_path, 0)
+    journal.append(intent("a" * 32, held, identity))
+    first = _pass(journal)
+    assert (first.live, first.deleted, first.aborted) == (1, 0, 0)
+    _settled_pair(journal, "b" * 32, _file(tmp_path, 1))  # later work moves the mark on
+    assert _pass(journal).live == 1  # still open, though its line is before the mark
+
+    _kill(proc)  # dies between its intent and its unlink: the file is still there
+    third = _pass(journal)
+    assert (third.live, third.deleted, third.aborted) == (0, 0, 1)
+    assert outcomes(list(read_records(journal.directory)))["a" * 32]["type"] == "abort"
+    assert _pass(journal).open_intents == 0
+
+
+def test_a_deletion_by_another_writer_before_the_mark_still_makes_an_abort(
+    tmp_path: Path, live_writer: tuple[str, subprocess.Popen[str]]
+) -> None:
+    """The one answer only older lines hold: the orphan's file went, but by another writer's
+    unlink (recorded before the mark), so the orphan gets an abort, not a second deletion."""
+    identity, proc = live_writer
+    journal = Journal(tmp_path / "journal", ORIGIN)
+    victim = _file(tmp_path, 0)
+    journal.append(intent("a" * 32, victim, identity))  # a `once`, about to be killed
+    journal.append(intent("b" * 32, victim, dead_writer()))  # the daemon went on
+    victim.unlink()
+    journal.append({"type": "deletion", "id": "b" * 32, "file": str(victim)})
+    assert _pass(journal).live == 1  # the deletion is behind the mark now
+    _settled_pair(journal, "c" * 32, _file(tmp_path, 1))
+
+    _kill(proc)
+    result = _pass(journal)
+    assert (result.deleted, result.aborted) == (0, 1)
+    done = outcomes(list(read_records(journal.directory)))
+    assert done["a" * 32]["type"] == "abort"
+    assert "deleted by another writer" in done["a" * 32]["error"]
+    deletions = Counter(
+        r["file"] for r in read_records(journal.directory) if r["type"] == "deletion"
+    )
+    assert deletions[str(victim)] == 1
+
+
+def test_a_line_still_being_written_is_read_again_whole(tmp_path: Path) -> None:
+    journal = Journal(tmp_path / "journal", ORIGIN)
+    _settled_pair(journal, "a" * 32, _file(tmp_path, 0))
+    kept = _file(tmp_path, 1)
+    line = journal.encode([intent("b" * 32, kept, dead_writer())])
+    segment = list_segments(journal.directory)[-1][1]
+    with open(segment, "ab") as fh:  # a writer's line, half written when the pass reads
+        fh.write(line[:40])
+    first = _pass(journal)
+    assert (first.intents, first.torn) == (1, 0)
+    with open(segment, "ab") as fh:
+        fh.write(line[40:])
+    second = _pass(journal)
+    assert (second.intents, second.aborted) == (1, 1)
+    assert outcomes(list(read_records(journal.directory)))["b" * 32]["type"] == "abort"
+
+
+def _mark(journal: Journal) -> dict[str, Any]:
+    return json.loads((journal.directory / MARK_NAME).read_text())
+
+
+@pytest.mark.parametrize(
+    "spoil",
+    [
+        lambda doc: b"\x00not json",
+        lambda doc: json.dumps({**doc, "journal_id": "0badc0de"}).encode(),
+        lambda doc: json.dumps({**doc, "offset": doc["offset"] + 10**6}).encode(),
+        lambda doc: json.dumps({**doc, "version": 99}).encode(),
+        lambda doc: json.dumps({**doc, "open": [["x", "y"]]}).encode(),
+    ],
+    ids=["garbage", "another-journal", "past-the-end", "another-version", "bad-open-list"],
+)
+def test_a_mark_that_does_not_fit_means_reading_everything(tmp_path: Path, spoil) -> None:
+    journal = Journal(tmp_path / "journal", ORIGIN)
+    _settled_pair(journal, "a" * 32, _file(tmp_path, 0))
+    _pass(journal)
+    kept = _file(tmp_path, 1)
+    journal.append(intent("b" * 32, kept, dead_writer()))
+    (journal.directory / MARK_NAME).write_bytes(spoil(_mark(journal)))
+    result = _pass(journal)
+    assert result.intents == 2  # everything read again
+    assert (result.deleted, result.aborted) == (0, 1)
+    assert set(_outcome_counts(journal).values()) == {1}
+    assert _mark(journal)["offset"] > 0  # and a good mark written for the next pass
