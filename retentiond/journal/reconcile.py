@@ -41,16 +41,17 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import hashlib
 import json
 import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 import structlog
 
-from retentiond.journal.writer import ID_NAME, list_segments, parse_line
+from retentiond.journal.writer import ID_NAME, directory_lock, list_segments, parse_line
 
 log = structlog.get_logger("retentiond.reconcile")
 
@@ -125,8 +126,18 @@ class _Mark:
     journal_id: str
     seq: int
     offset: int
+    # What that segment is: a segment of the same number in a journal started again
+    # (segments removed, ``journal.id`` kept) is another file, though its inode may be the
+    # old one's, reused; its first line (a record with its own time and id) tells them apart.
+    ino: int
+    dev: int
+    head: str  # SHA-256 of the segment's first line (up to 4 KiB), hex
     # op id -> (segment, intent record), in journal order
     open: dict[str, tuple[int, dict[str, Any]]] = field(default_factory=dict)
+
+
+class _MarkMismatch(Exception):
+    """The mark does not fit the segments on disk: not this journal's history."""
 
 
 def _journal_id(directory: Path) -> str | None:
@@ -135,6 +146,10 @@ def _journal_id(directory: Path) -> str | None:
     except OSError:
         return None
     return text or None
+
+
+def _is_count(value: object) -> bool:
+    return type(value) is int and value >= 0
 
 
 def _read_mark(directory: Path, journal: str | None) -> _Mark | None:
@@ -146,41 +161,72 @@ def _read_mark(directory: Path, journal: str | None) -> _Mark | None:
         doc = json.loads((directory / MARK_NAME).read_bytes())
         if doc.get("version") != MARK_VERSION or doc.get("journal_id") != journal:
             return None
-        seq, offset = doc["seq"], doc["offset"]
-        if not (isinstance(seq, int) and isinstance(offset, int) and seq >= 0 <= offset):
+        seq, offset, ino, dev, head = (doc[k] for k in ("seq", "offset", "ino", "dev", "head"))
+        if not all(map(_is_count, (seq, offset, ino, dev))) or not isinstance(head, str):
             return None
         open_: dict[str, tuple[int, dict[str, Any]]] = {}
         for op_id, at, record in doc["open"]:
-            if not (isinstance(op_id, str) and isinstance(at, int) and isinstance(record, dict)):
+            if not (isinstance(op_id, str) and _is_count(at) and isinstance(record, dict)):
                 return None
             open_[op_id] = (at, record)
     except (OSError, ValueError, KeyError, TypeError, AttributeError):
         return None
-    return _Mark(journal, seq, offset, open_)
+    return _Mark(journal, seq, offset, ino, dev, head, open_)
 
 
 def _write_mark(directory: Path, mark: _Mark) -> None:
-    """Replace the mark atomically (a torn or lost one only means reading everything)."""
+    """Replace the mark atomically, or remove it when that fails: a mark left behind by an
+    earlier pass would carry intents whose outcomes this pass read, and their segments may
+    be shipped away before the next pass, which would then give them a second outcome.
+    Without a mark the next pass reads every segment, as before there was one."""
     doc = {
         "version": MARK_VERSION,
         "journal_id": mark.journal_id,
         "seq": mark.seq,
         "offset": mark.offset,
+        "ino": mark.ino,
+        "dev": mark.dev,
+        "head": mark.head,
         "open": [[op_id, at, record] for op_id, (at, record) in mark.open.items()],
     }
-    tmp = directory / f".{MARK_NAME}.{os.getpid()}"
+    path = directory / MARK_NAME
+    tmp = directory / f".{MARK_NAME}.tmp"  # one name: passes take turns (reconcile.lock)
     try:
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o640)
         with open(fd, "wb") as fh:  # (as private as the journal: it holds intents)
             fh.write(json.dumps(doc, separators=(",", ":")).encode())
             fh.flush()
             os.fsync(fh.fileno())
-        os.replace(tmp, directory / MARK_NAME)
+        os.replace(tmp, path)
+        dfd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        try:
+            os.fsync(dfd)  # a crash must not bring back the mark this one replaced
+        finally:
+            os.close(dfd)
     except OSError as exc:
+        _drop_mark(directory)
         log.warning("cannot write the reconcile mark; the next pass reads the whole journal",
-                    file=str(directory / MARK_NAME), error=str(exc))  # fmt: skip
-        with contextlib.suppress(OSError):
-            tmp.unlink()
+                    file=str(path), error=str(exc))  # fmt: skip
+
+
+def _drop_mark(directory: Path) -> None:
+    """Remove the mark (an unlink works on a full disk too)."""
+    with contextlib.suppress(OSError):
+        (directory / f".{MARK_NAME}.tmp").unlink()
+    try:
+        (directory / MARK_NAME).unlink()
+    except FileNotFoundError:
+        pass
+    except OSError as exc:
+        log.error("cannot remove a stale reconcile mark: remove it by hand, or a later pass "
+                  "may give some intents a second outcome",
+                  file=str(directory / MARK_NAME), error=str(exc))  # fmt: skip
+
+
+def _head(fh: BinaryIO) -> str:
+    """The fingerprint of a segment: its first line (at most 4 KiB)."""
+    fh.seek(0)
+    return hashlib.sha256(fh.readline(4096)).hexdigest()
 
 
 def _scan(
@@ -188,17 +234,25 @@ def _scan(
     result: ReconcileResult,
     deleted: set[tuple[object, object]],
     mark: _Mark | None = None,
-) -> tuple[dict[str, tuple[int, dict[str, Any]]], tuple[int, int] | None]:
+) -> tuple[dict[str, tuple[int, dict[str, Any]]], tuple[int, int, int, int, str] | None]:
     """Intents without an outcome and the segment each is in, in journal order; ``deleted``
     collects (file, inode) of every deletion read whose intent is still local. Only intent
     and outcome lines are parsed. With a ``mark``, reading starts there with the intents it
-    carries; None instead of an end when the mark does not fit the journal (read it all).
+    carries; raises ``_MarkMismatch`` when the mark does not fit the segments on disk.
 
-    Also returns where reading ended: the last segment read and the offset just past its
-    last complete line (a line still being written is read again next time)."""
+    Also returns where reading ended (segment, offset just past its last line, and that
+    segment's inode, device and first-line fingerprint), or None when there was nothing to
+    read. The highest segment is read only up to its size under ``journal.lock``: writers
+    hold that lock through each batch's write, fsync and, when the write failed part-way, its
+    cut back to the last whole line, so that size is always at a batch's end and the mark
+    never lands inside a line."""
+    with directory_lock(directory):
+        segments = list_segments(directory)
+        limit = segments[-1][1].stat().st_size if segments else 0
+    if mark is not None and (not segments or segments[-1][0] < mark.seq):
+        raise _MarkMismatch(directory)  # started again below the mark: read it all
     open_: dict[str, tuple[int, dict[str, Any]]] = dict(mark.open) if mark else {}
-    end: tuple[int, int] | None = (mark.seq, mark.offset) if mark else None
-    segments = list_segments(directory)
+    end = (mark.seq, mark.offset, mark.ino, mark.dev, mark.head) if mark else None
     last = segments[-1][0] if segments else -1
     for seq, path in segments:
         start = 0
@@ -209,21 +263,27 @@ def _scan(
                 start = mark.offset
         try:
             with open(path, "rb") as fh:
-                if start:
-                    if os.fstat(fh.fileno()).st_size < start:
-                        raise _MarkMismatch(path)
-                    fh.seek(start)
-                lines = fh.readlines()
+                st = os.fstat(fh.fileno())
+                head = _head(fh)
+                if (
+                    mark is not None
+                    and seq == mark.seq
+                    and ((st.st_ino, st.st_dev, head) != (mark.ino, mark.dev, mark.head)
+                         or st.st_size < start)
+                ):  # fmt: skip
+                    raise _MarkMismatch(path)
+                fh.seek(start)
+                data = fh.read(max(0, limit - start)) if seq == last else fh.read()
         except FileNotFoundError:
             continue  # shipped away meanwhile
         result.segments += 1
         offset = start
-        for line in lines:
+        for line in data.splitlines(keepends=True):
             complete = line.endswith(b"\n")
             if complete:
                 offset += len(line)
             elif seq == last:
-                break  # being written: read again next time, from its start
+                break  # a torn tail (a writer killed mid-line): read again next time
             if _INTENT not in line and not any(o in line for o in _OUTCOMES):
                 if not complete:
                     result.torn += 1
@@ -244,17 +304,8 @@ def _scan(
                     intent = closed[1]
                     if "ino" in intent:
                         deleted.add((intent.get("file"), intent.get("ino")))
-        end = (seq, offset)
+        end = (seq, offset, st.st_ino, st.st_dev, head)
     return open_, end
-
-
-class _MarkMismatch(Exception):
-    """The mark points past the end of its segment: not this journal's history."""
-
-
-def _exists(intent: dict[str, Any]) -> bool:
-    path = intent.get("file")
-    return isinstance(path, str) and os.path.lexists(path)
 
 
 def _still_there(intent: dict[str, Any]) -> bool:
@@ -299,6 +350,7 @@ def reconcile(
         try:
             orphans, end = _scan(directory, result, deleted, mark)
         except _MarkMismatch:
+            mark = None
             result = ReconcileResult()
             deleted = set()
             orphans, end = _scan(directory, result, deleted)
@@ -310,14 +362,16 @@ def reconcile(
                 result.live_segments.add(seq)
                 continue
             key = (intent.get("file"), intent.get("ino"))
-            if "ino" in intent and key not in deleted and not whole and not _exists(intent):
-                # Gone: only another writer's deletion, perhaps before the mark, tells an
-                # unlink by someone else from this writer's own (rare: a writer killed
-                # between its intent and its outcome). Read the whole journal for it.
+            there = _still_there(intent)
+            if not there and "ino" in intent and key not in deleted and not whole:
+                # Not the file the intent named: only another writer's deletion, perhaps
+                # before the mark, tells an unlink by someone else from this writer's own
+                # (rare: a writer killed between its intent and its outcome). Read the whole
+                # journal for it, as a pass without a mark does.
                 _scan(directory, ReconcileResult(), deleted)
                 whole = True
             by_other = "ino" in intent and key in deleted
-            if by_other or _still_there(intent):
+            if by_other or there:
                 why = "deleted by another writer" if by_other else "interrupted before the unlink"
                 append(
                     {
@@ -342,7 +396,9 @@ def reconcile(
         if journal is not None and end is not None:
             # Every intent still open where reading ended is carried, the ones given an
             # outcome just now too: they are settled once that outcome is read back.
-            _write_mark(directory, _Mark(journal, end[0], end[1], orphans))
+            _write_mark(directory, _Mark(journal, *end, orphans))
+        else:
+            _drop_mark(directory)  # nothing to read: a mark left would not fit what comes
     finally:
         os.close(fd)
     if result.deleted or result.aborted or (when == "start-up" and (result.live or result.torn)):

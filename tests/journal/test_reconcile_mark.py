@@ -8,8 +8,11 @@ exited, a live one a child that is still running (and is killed when the test sa
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
+import threading
+import time
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
@@ -18,7 +21,13 @@ from typing import Any
 import pytest
 
 from retentiond.journal.reconcile import MARK_NAME, reconcile
-from retentiond.journal.writer import Journal, Origin, list_segments, read_records
+from retentiond.journal.writer import (
+    Journal,
+    Origin,
+    directory_lock,
+    list_segments,
+    read_records,
+)
 from tests.journal.test_reconcile_rules import dead_writer, intent, outcomes
 
 ORIGIN = Origin("c1", "b1", "h1", "/store")
@@ -191,3 +200,156 @@ def test_a_mark_that_does_not_fit_means_reading_everything(tmp_path: Path, spoil
     assert (result.deleted, result.aborted) == (0, 1)
     assert set(_outcome_counts(journal).values()) == {1}
     assert _mark(journal)["offset"] > 0  # and a good mark written for the next pass
+
+
+def test_a_reused_name_is_still_an_abort_when_the_deletion_is_behind_the_mark(
+    tmp_path: Path, live_writer: tuple[str, subprocess.Popen[str]]
+) -> None:
+    """The orphan's name holds another file by now (the queue was made again): not the file
+    it named, so the journal before the mark is read for another writer's deletion of it."""
+    identity, proc = live_writer
+    journal = Journal(tmp_path / "journal", ORIGIN)
+    victim = _file(tmp_path, 0)
+    journal.append(intent("a" * 32, victim, identity))
+    journal.append(intent("b" * 32, victim, dead_writer()))
+    victim.unlink()
+    journal.append({"type": "deletion", "id": "b" * 32, "file": str(victim)})
+    assert _pass(journal).live == 1
+    victim.write_bytes(b"z" * 4096)  # a new file under the old name
+
+    _kill(proc)
+    result = _pass(journal)
+    assert (result.deleted, result.aborted) == (0, 1)
+    done = outcomes(list(read_records(journal.directory)))
+    assert "deleted by another writer" in done["a" * 32]["error"]
+    deletions = [r for r in read_records(journal.directory) if r["type"] == "deletion"]
+    assert len(deletions) == 1
+
+
+def test_a_mark_that_cannot_be_written_is_removed_not_left_stale(tmp_path: Path) -> None:
+    """A pass that cannot write its mark removes the old one: that one carries intents whose
+    outcomes this pass read, and once their segment is shipped a pass starting there would
+    give them a second outcome."""
+    journal = Journal(tmp_path / "journal", ORIGIN)
+    kept = _file(tmp_path, 0)
+    journal.append(intent("a" * 32, kept, dead_writer()))
+    assert _pass(journal).aborted == 1  # its mark carries "a" until the abort is read back
+    journal.rotate()  # the abort's segment is closed now
+    blocker = journal.directory / f".{MARK_NAME}.tmp"
+    blocker.mkdir()  # the next mark cannot be written (as on a full disk)
+    assert _pass(journal).aborted == 0  # reads the abort back: settled
+    assert not (journal.directory / MARK_NAME).exists()
+    blocker.rmdir()
+    for _, path in list_segments(journal.directory)[:-1]:
+        path.unlink()  # shipped: closed and fully read
+    third = _pass(journal)
+    assert (third.aborted, third.deleted) == (0, 0)
+
+
+def test_a_journal_started_again_below_the_mark_is_read_whole(tmp_path: Path) -> None:
+    """Segments removed by hand with journal.id kept: the writer starts again at segment 1,
+    below the mark, and the mark must not hide them."""
+    journal = Journal(tmp_path / "journal", ORIGIN)
+    for n in range(3):
+        _settled_pair(journal, f"{n:032x}", _file(tmp_path, n))
+        journal.rotate()
+    _pass(journal)
+    assert _mark(journal)["seq"] >= 3
+    journal.close()
+    for _, path in list_segments(tmp_path / "journal"):
+        path.unlink()
+    journal = Journal(tmp_path / "journal", ORIGIN)
+    kept = _file(tmp_path, 9)
+    journal.append(intent("e" * 32, kept, dead_writer()))
+    assert [seq for seq, _ in list_segments(journal.directory)] == [1]
+    result = _pass(journal)
+    assert (result.intents, result.aborted) == (1, 1)
+
+
+def test_a_segment_of_the_marks_number_that_is_another_file_is_read_whole(
+    tmp_path: Path,
+) -> None:
+    journal = Journal(tmp_path / "journal", ORIGIN)
+    _settled_pair(journal, "a" * 32, _file(tmp_path, 0))
+    _pass(journal)
+    journal.close()
+    (segment,) = (path for _, path in list_segments(tmp_path / "journal"))
+    segment.unlink()  # the journal started again: segment 1 is a new file
+    journal = Journal(tmp_path / "journal", ORIGIN)
+    for n in range(1, 4):  # longer than the old one, so only its inode tells them apart
+        _settled_pair(journal, f"{n:032x}", _file(tmp_path, n))
+    kept = _file(tmp_path, 9)
+    journal.append(intent("e" * 32, kept, dead_writer()))
+    result = _pass(journal)
+    assert (result.intents, result.aborted) == (4, 1)
+
+
+def test_a_carried_intent_keeps_its_segment_from_the_shipper_across_rotations(
+    tmp_path: Path, live_writer: tuple[str, subprocess.Popen[str]]
+) -> None:
+    identity, proc = live_writer
+    journal = Journal(tmp_path / "journal", ORIGIN)
+    held = _file(tmp_path, 0)
+    journal.append(intent("a" * 32, held, identity))
+    first_segment = list_segments(journal.directory)[-1][0]
+    _pass(journal)
+    for n in range(1, 4):  # later segments come and go past the mark
+        journal.rotate()
+        _settled_pair(journal, f"{n:032x}", _file(tmp_path, n))
+        result = _pass(journal)
+        assert result.live == 1 and result.live_segments == {first_segment}
+        for seq, path in list_segments(journal.directory)[:-1]:
+            if seq not in result.live_segments:
+                path.unlink()  # what the shipper ships and removes
+    _kill(proc)
+    last = _pass(journal)
+    assert (last.live, last.aborted) == (0, 1)
+    assert _pass(journal).open_intents == 0
+
+
+def test_a_mark_that_does_not_fit_still_keeps_live_writers_intents(
+    tmp_path: Path, live_writer: tuple[str, subprocess.Popen[str]]
+) -> None:
+    identity, _ = live_writer
+    journal = Journal(tmp_path / "journal", ORIGIN)
+    journal.append(intent("a" * 32, _file(tmp_path, 0), identity))
+    _pass(journal)
+    doc = _mark(journal)
+    (journal.directory / MARK_NAME).write_text(json.dumps({**doc, "offset": 10**9}))
+    result = _pass(journal)
+    assert (result.live, result.aborted, result.deleted) == (1, 0, 0)
+    assert result.live_segments == {list_segments(journal.directory)[-1][0]}
+
+
+def test_a_batch_being_written_under_the_journal_lock_is_not_read_into(tmp_path: Path) -> None:
+    """A writer holds journal.lock through a batch's write, fsync and, when the write fails
+    part-way, its cut back to the last whole line. A pass reads the highest segment only up
+    to its size under that lock, so its mark never lands inside a line that was cut back."""
+    journal = Journal(tmp_path / "journal", ORIGIN)
+    _settled_pair(journal, "a" * 32, _file(tmp_path, 0))
+    segment = list_segments(journal.directory)[-1][1]
+    before = segment.stat().st_size
+    written, started = threading.Event(), threading.Event()
+
+    def failing_batch() -> None:  # what append_many does when ENOSPC cuts a batch short
+        with directory_lock(journal.directory):
+            with open(segment, "ab") as fh:
+                fh.write(journal.encode([{"type": "round", "n": n} for n in range(3)]))
+            written.set()
+            started.wait(10)
+            time.sleep(0.3)  # the pass is waiting for the lock meanwhile
+            os.truncate(segment, before)
+
+    writer = threading.Thread(target=failing_batch)
+    writer.start()
+    assert written.wait(10)
+    passing = threading.Thread(target=_pass, args=(journal,))
+    passing.start()
+    started.set()
+    writer.join()
+    passing.join()
+    assert _mark(journal)["offset"] == before
+    kept = _file(tmp_path, 1)
+    journal.append(intent("b" * 32, kept, dead_writer()) | {"pad": "p" * 300})
+    result = _pass(journal)
+    assert (result.intents, result.aborted, result.torn) == (1, 1, 0)

@@ -12,7 +12,7 @@ import os
 import struct
 from collections.abc import Iterable, Sequence
 from stat import S_ISREG
-from typing import Any
+from typing import TYPE_CHECKING
 
 from retentiond.engine.decision import Decision
 from retentiond.engine.identity import FileIdentity
@@ -21,8 +21,10 @@ from retentiond.kinds.rocketmq.reader import BinaryReader, Known, read_index_hea
 from retentiond.kinds.rocketmq.snapshot import IndexFile, QueueListing
 from retentiond.reasons import Kind, Reason, Verdict
 
+if TYPE_CHECKING:
+    from retentiond.kinds.rocketmq.scancache import LoadedValues
+
 pack = STOP.pack
-lstat = os.lstat
 value_at = struct.Struct("=q").unpack_from
 new_tuple = tuple.__new__  # a NamedTuple built without its keyword-handling __new__
 
@@ -127,7 +129,7 @@ def plan_queue_from_file(
                 ino += 1 << 64
             ctime = va[at + 3]
             try:
-                st = lstat(f"{directory}/{name}")
+                st = os.lstat(f"{directory}/{name}")
             except OSError as exc:  # as cq_last_offset: a known file that cannot be stat-ed
                 value, problem = None, f"stat failed: {exc.strerror}"
             else:
@@ -218,7 +220,7 @@ def plan_index(
     return tuple(decisions)
 
 
-def _loaded_at(q: QueueListing, cursor: int, loaded: Any) -> int:  # scancache.LoadedValues
+def _loaded_at(q: QueueListing, cursor: int, loaded: LoadedValues) -> int:
     """Where in the scan cache file ``q`` (a listing loaded from it, as it was loaded) is:
     at ``cursor`` on the common path (a walk of unchanged directories visits them in file
     order), else looked up by path; -1 when ``q`` is not that very listing."""

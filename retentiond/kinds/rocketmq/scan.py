@@ -7,6 +7,7 @@ found *inside* them is followed.
 
 from __future__ import annotations
 
+import errno
 import os
 import struct
 import time
@@ -130,6 +131,7 @@ DIR_KEY = struct.Struct("=qqQQ")
 # A topic directory opened only to stat its queue directories relative to it: never through a
 # symlink, never inherited by a child process.
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC | getattr(os, "O_PATH", 0)
+_GONE_OR_NOT_A_DIR = {errno.ENOENT, errno.ENOTDIR, errno.ELOOP}
 _MAX_OFFSET_NAME = "09223372036854775807"  # Long.MAX_VALUE, 20 digits
 _RACY_NS = 1_000_000_000  # a directory changed this close to its listing is listed again
 
@@ -289,11 +291,15 @@ class QueueLister:
                 continue
             # Each queue directory is stat-ed relative to its topic's: the kernel walks one
             # path component per stat instead of the whole absolute path (a sixth of the
-            # stat's cost on a 100k-queue store). Without the descriptor, by absolute path.
+            # stat's cost on a 100k-queue store).
             try:
                 topic_fd: int | None = os.open(topic_path, _DIR_FLAGS)
-            except OSError:
-                topic_fd = None
+            except OSError as exc:
+                if exc.errno in _GONE_OR_NOT_A_DIR:
+                    # Listed as a directory a moment ago, now gone or replaced (by a symlink,
+                    # say): nothing of it this round; the next one lists consumequeue/ again.
+                    continue
+                topic_fd = None  # (out of descriptors, say) by absolute path, as before
             try:
                 for name, queue_id in children:
                     path = f"{topic_path}/{name}"

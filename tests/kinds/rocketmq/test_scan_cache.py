@@ -273,3 +273,31 @@ def test_the_json_cache_of_format_2_is_removed_when_the_new_one_is_written(env):
     kind = kind_for(settings)
     assert Cleaner(kind, clock_ms=lambda: CLOCK).run_round(dry_run=True).plan.queues.examined
     assert cache.exists() and not old.exists()
+
+
+def test_a_cache_in_another_order_than_the_walk_is_used_by_path(env):
+    """The first round looks a queue up at the next position in the file and by its path
+    only when that misses: a cache written in another order (queues listed anew since, a
+    directory order that changed) and with one-file queues among the rest plans alike, and
+    still reads no file."""
+    store, settings, cache = env
+    topic, qid = sorted(store.queues)[0]
+    lone = store.root / "consumequeue" / topic / "9"  # a queue of one (newest) file
+    lone.mkdir()
+    first_file = store.queues[(topic, qid)][0].path
+    shutil.copy(first_file, lone / first_file.name)
+    old = os.stat(store.root).st_mtime - 3600
+    for path in (lone, lone.parent):
+        os.utime(path, (old, old))
+    writer = kind_for(settings)
+    Cleaner(writer, clock_ms=lambda: CLOCK).run_round(dry_run=True)  # lists and caches "9"
+    lister = writer.lister
+    lister._queues = dict(reversed(list(lister._queues.items())))
+    assert scancache.save(
+        cache, str(settings.consumequeue_dir), lister, writer.queue_memo, None,
+        writer.reader.cq_file_size,
+    )  # fmt: skip
+    kind, cached = _deleted(settings)
+    assert kind.cache_loaded_queues == len(store.queues) + 1
+    assert kind.reader.reads == 0
+    assert cached == _deleted(settings, use_cache=False)[1]
