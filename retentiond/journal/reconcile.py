@@ -44,6 +44,7 @@ import fcntl
 import hashlib
 import json
 import os
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -54,6 +55,14 @@ import structlog
 from retentiond.journal.writer import ID_NAME, directory_lock, list_segments, parse_line
 
 log = structlog.get_logger("retentiond.reconcile")
+
+# Op ids this process gave an outcome, by journal directory, until that outcome is read back
+# from disk. On a full disk the outcome waits in memory (``journal.spool``), the intent still
+# looks open on disk, and the next pass in this process (the shipper runs one before every
+# pass) would give it a second outcome, both written once space returns. A new process starts
+# empty: an outcome it never wrote is given again, as it must be.
+_given: dict[str, set[str]] = {}
+_given_lock = threading.Lock()
 
 LOCK_NAME = "reconcile.lock"
 MARK_NAME = "reconcile.mark"
@@ -110,6 +119,7 @@ class ReconcileResult:
     deleted: int = 0  # reconciled as deleted
     aborted: int = 0  # reconciled as not deleted
     live: int = 0  # left alone: their writer is still running
+    unwritten: int = 0  # given an outcome by this process before, still held in memory
     torn: int = 0  # lines that did not parse
     segments: int = 0
     # Segment numbers holding an open intent of a live writer: not to be shipped away yet.
@@ -356,10 +366,16 @@ def reconcile(
             orphans, end = _scan(directory, result, deleted)
         whole = mark is None  # ``deleted`` holds every deletion still in the journal
         result.open_intents = len(orphans)
+        with _given_lock:
+            given = _given.setdefault(str(directory.resolve()), set())
+            given.intersection_update(orphans)  # read back (or gone): settled on disk
         for op_id, (seq, intent) in orphans.items():
             if alive(intent.get("writer")):
                 result.live += 1
                 result.live_segments.add(seq)
+                continue
+            if op_id in given:
+                result.unwritten += 1
                 continue
             key = (intent.get("file"), intent.get("ino"))
             there = _still_there(intent)
@@ -386,10 +402,12 @@ def reconcile(
                         "time_ms": now_ms,
                     }
                 )
+                given.add(op_id)
                 result.aborted += 1
             else:
                 keep = {k: v for k, v in intent.items() if k not in _INTENT_ONLY}
                 append({**keep, "type": "deletion", "reconciled": True, "reconciled_ms": now_ms})
+                given.add(op_id)
                 if "ino" in intent:  # a second orphan on this file did not unlink it
                     deleted.add((intent.get("file"), intent.get("ino")))
                 result.deleted += 1

@@ -21,6 +21,7 @@ from typing import Any
 import pytest
 
 from retentiond.journal.reconcile import MARK_NAME, reconcile
+from retentiond.journal.spool import SpoolingJournal
 from retentiond.journal.writer import (
     Journal,
     Origin,
@@ -28,6 +29,7 @@ from retentiond.journal.writer import (
     list_segments,
     read_records,
 )
+from tests.conftest import Tmpfs
 from tests.journal.test_reconcile_rules import dead_writer, intent, outcomes
 
 ORIGIN = Origin("c1", "b1", "h1", "/store")
@@ -71,7 +73,7 @@ def _pass(journal: Journal):
     return reconcile(journal.directory, journal.append, now_ms=1)
 
 
-def _outcome_counts(journal: Journal) -> Counter[str]:
+def _outcome_counts(journal: Journal | SpoolingJournal) -> Counter[str]:
     return Counter(
         str(r["id"]) for r in read_records(journal.directory) if r["type"] in ("deletion", "abort")
     )
@@ -353,3 +355,36 @@ def test_a_batch_being_written_under_the_journal_lock_is_not_read_into(tmp_path:
     journal.append(intent("b" * 32, kept, dead_writer()) | {"pad": "p" * 300})
     result = _pass(journal)
     assert (result.intents, result.aborted, result.torn) == (1, 1, 0)
+
+
+def _pad_to_a_page(journal: Journal, segment: Path) -> None:
+    """End the segment at a page boundary: on a full tmpfs its next byte then needs a page."""
+    need = -segment.stat().st_size % 4096 or 4096
+    if need < 300:
+        need += 4096
+    bare = len(journal.encode([{"type": "round", "pad": ""}]))
+    journal.append({"type": "round", "pad": "p" * (need - bare)})
+    assert segment.stat().st_size % 4096 == 0
+
+
+def test_an_outcome_held_in_memory_on_a_full_disk_is_not_given_twice(
+    tmp_path: Path, tmpfs: Tmpfs
+) -> None:
+    """On a full disk a reconciled outcome waits in memory (the spool) and its intent still
+    looks open on disk: the next pass of the same process (the shipper runs one before every
+    pass) must not give it a second outcome, written too once space returns."""
+    spool = SpoolingJournal(Journal(tmpfs.path / "journal", ORIGIN))
+    kept = _file(tmp_path, 0)
+    spool.append(intent("a" * 32, kept, dead_writer()))
+    _pad_to_a_page(spool.journal, list_segments(spool.directory)[-1][1])  # type: ignore[arg-type]
+    filler = tmpfs.fill_up()
+    first = reconcile(spool.directory, spool.append, now_ms=1)
+    assert first.aborted == 1 and spool.held == 1  # the abort is in memory only
+    second = reconcile(spool.directory, spool.append, now_ms=2, when="shipping")
+    assert (second.aborted, second.deleted, second.unwritten) == (0, 0, 1)
+    assert spool.held == 1
+    filler.unlink()
+    assert spool.flush()
+    assert _outcome_counts(spool) == Counter({"a" * 32: 1})
+    third = reconcile(spool.directory, spool.append, now_ms=3)
+    assert (third.aborted, third.unwritten, third.open_intents) == (0, 0, 0)
