@@ -287,7 +287,7 @@ class Kafka:
                         + (
                             f"({why.value})"
                             if why is not None
-                            else f"behind {p.head[-1].start_offset}"
+                            else f"behind {p.head[-1].start_offset} ({p.head[-1].reason.value})"
                         )
                     )
         return "\n".join(lines) + "\n"

@@ -59,7 +59,7 @@ def test_deletions_and_the_first_kept_are_listed_the_rest_counted(tmp_path: Path
         ["10", "delete", "retention_ms_breach"],
         ["15", "keep", "within_retention"],
     ]
-    assert text[6] == "... 2 more kept behind 15"
+    assert text[6] == "... 2 more kept behind 15 (within_retention)"
     assert len(text) == 7
 
 
@@ -83,7 +83,7 @@ def test_a_future_timestamp_that_pins_the_partition_is_named(tmp_path: Path) -> 
     p = planned(log)
     text = rows(render(log.log_dir, [p]))
     assert text[5].startswith("15 keep   future_timestamp (largest timestamp")
-    assert text[6] == "... 2 more kept behind 15"
+    assert text[6] == "... 2 more kept behind 15 (future_timestamp)"
     first = p.decisions[3].path
     assert all(first in (d.detail or "") for d in p.decisions[4:5])
 
