@@ -335,7 +335,28 @@ class Cleaner:
         self._store_errors.observe(plan)
         if not dry_run and self.journal is not None:
             self._journal_round(result)
+            if result.deleted:
+                self._settle_journal()
         return result
+
+    def _settle_journal(self) -> None:
+        """After a round that deleted files, a reconciliation pass over what it wrote: the
+        pass moves ``reconcile.mark`` past the round's records, so a restart reads only what
+        came after the last such round, however long the daemon ran without shipping (a
+        shipping daemon moves it before every pass anyway). Skipped while records wait in
+        memory for disk space: the pass could not write its mark then."""
+        if self.journal is None or not self._reconciled or self.journal.held:
+            return
+        try:
+            result = reconcile(
+                self.journal.directory, self.journal.append, now_ms=self.clock_ms(),
+                when="round end",
+            )  # fmt: skip
+        except OSError as exc:
+            log.warning("journal reconciliation after the round failed", error=str(exc))
+            return
+        self.faults.reconciled += result.deleted + result.aborted
+        self.faults.torn_journal_lines += result.torn
 
     def redelete_hanged(self) -> Outcome | None:
         """upstream reDeleteHangedFile (spec §4.7), run every ``redeleteHangedFileInterval``:

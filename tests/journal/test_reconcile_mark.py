@@ -29,7 +29,7 @@ from retentiond.journal.writer import (
     list_segments,
     read_records,
 )
-from tests.conftest import Tmpfs
+from tests.conftest import Tmpfs, make_store
 from tests.journal.test_reconcile_rules import dead_writer, intent, outcomes
 
 ORIGIN = Origin("c1", "b1", "h1", "/store")
@@ -388,3 +388,17 @@ def test_an_outcome_held_in_memory_on_a_full_disk_is_not_given_twice(
     assert _outcome_counts(spool) == Counter({"a" * 32: 1})
     third = reconcile(spool.directory, spool.append, now_ms=3)
     assert (third.aborted, third.unwritten, third.open_intents) == (0, 0, 0)
+
+
+def test_a_round_that_deleted_files_moves_the_mark_past_its_records(tmp_path: Path) -> None:
+    """A daemon that never ships would otherwise move the mark only at start-up, and a restart
+    after months of rounds would read those months once."""
+    store = make_store(tmp_path, deleteFileBatchMax=3)
+    cleaner = store.cleaner()
+    first = cleaner.run_round()
+    assert first.deleted
+    journal = Journal(store.journal, ORIGIN)
+    segment = list_segments(store.journal)[-1][1]
+    tail = segment.read_bytes()[_mark(journal)["offset"] :]
+    assert b'"type":"intent"' not in tail and b'"type":"deletion"' not in tail
+    assert store.cleaner().reconcile().intents == 0  # a restart reads nothing of that round
