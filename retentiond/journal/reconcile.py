@@ -1,4 +1,4 @@
-"""Start-up reconciliation: give every orphaned intent its outcome.
+"""Reconciliation: give every orphaned intent its outcome.
 
 The executor fsyncs an ``intent`` before each unlink and appends a ``deletion`` (or ``abort``)
 after it. A process killed in between leaves an intent without an outcome. Before its first
@@ -25,16 +25,19 @@ segment, shipped later) and keeps every closed segment that still holds an open 
 live writer (``ReconcileResult.live_segments``) until that writer has written its outcome or
 died.
 
+A cleaner also runs a pass after each round that deleted files (``Cleaner._settle_journal``).
+
 Each pass reads only what was appended since the one before (``reconcile.mark``): where the
-last pass stopped reading (journal id, segment, byte offset, at a line end) and every intent
-that was still open there, live writers' and those the pass itself just gave an outcome
-(until that outcome has been read back, an intent counts as open). Lines before the mark are
-settled, so a restart beside a journal of millions of records costs what was written since
-the last pass, not the journal's whole history. The one question an older line could answer,
-"did another writer delete this very file?", is asked only for an orphan of a dead writer
-whose file is gone, and then the whole journal is read as before. A missing, unreadable or
-foreign mark (another journal id, a segment shorter than its offset) means reading
-everything, as without one.
+last pass stopped reading (journal id, segment, byte offset at a line end, and that segment's
+inode, device and first line) and every intent that was still open there, live writers' and
+those the pass itself just gave an outcome (until that outcome has been read back, an intent
+counts as open). Lines before the mark are settled, so a restart beside a journal of
+millions of records costs what was written since the last pass, not the journal's whole
+history. The one question an older line could answer, "did another writer delete this very
+file?", is asked only for an orphan of a dead writer whose file is gone or replaced, and then
+the whole journal is read as before. A missing, unreadable or foreign mark (another journal
+id, a segment that is another file or shorter than the offset, segments started again below
+it) means reading everything, as without one; a mark that cannot be replaced is removed.
 """
 
 from __future__ import annotations
