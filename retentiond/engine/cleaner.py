@@ -271,7 +271,10 @@ class Cleaner:
         if self._reconciled or self.journal is None:
             return self.last_reconcile
         try:
-            result = reconcile(self.journal.directory, self.journal.append, now_ms=self.clock_ms())
+            result = reconcile(
+                self.journal.directory, self.journal.append, now_ms=self.clock_ms(),
+                held=self.journal.holds_outcome,
+            )  # fmt: skip
         except OSError as exc:
             log.error("journal reconciliation failed; retried next round", error=str(exc))
             return None
@@ -350,7 +353,7 @@ class Cleaner:
         try:
             result = reconcile(
                 self.journal.directory, self.journal.append, now_ms=self.clock_ms(),
-                when="round end",
+                when="round end", held=self.journal.holds_outcome,
             )  # fmt: skip
         except OSError as exc:
             log.warning("journal reconciliation after the round failed", error=str(exc))

@@ -47,7 +47,6 @@ import fcntl
 import hashlib
 import json
 import os
-import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -58,14 +57,6 @@ import structlog
 from retentiond.journal.writer import ID_NAME, directory_lock, list_segments, parse_line
 
 log = structlog.get_logger("retentiond.reconcile")
-
-# Op ids this process gave an outcome, by journal directory, until that outcome is read back
-# from disk. On a full disk the outcome waits in memory (``journal.spool``), the intent still
-# looks open on disk, and the next pass in this process (the shipper runs one before every
-# pass) would give it a second outcome, both written once space returns. A new process starts
-# empty: an outcome it never wrote is given again, as it must be.
-_given: dict[str, set[str]] = {}
-_given_lock = threading.Lock()
 
 LOCK_NAME = "reconcile.lock"
 MARK_NAME = "reconcile.mark"
@@ -346,10 +337,15 @@ def reconcile(
     now_ms: int,
     alive: Callable[[object], bool] = writer_alive,
     when: str = "start-up",
+    held: Callable[[str], bool] | None = None,
 ) -> ReconcileResult:
     """Append an outcome for every intent of a dead writer that has none. Never deletes.
 
-    ``when`` names the occasion in the records and the log (``start-up``, ``shipping``)."""
+    ``when`` names the occasion in the records and the log (``start-up``, ``shipping``,
+    ``round end``). ``held`` (``SpoolingJournal.holds_outcome``): whether an outcome for an
+    op id waits in memory for disk space. Such an intent still looks open on disk, and giving
+    it another outcome would write two once space returns; if the spool loses it (full), it
+    is not held any more and the next pass gives it one again."""
     directory = Path(directory)
     result = ReconcileResult()
     if not directory.is_dir():
@@ -369,15 +365,12 @@ def reconcile(
             orphans, end = _scan(directory, result, deleted)
         whole = mark is None  # ``deleted`` holds every deletion still in the journal
         result.open_intents = len(orphans)
-        with _given_lock:
-            given = _given.setdefault(str(directory.resolve()), set())
-            given.intersection_update(orphans)  # read back (or gone): settled on disk
         for op_id, (seq, intent) in orphans.items():
             if alive(intent.get("writer")):
                 result.live += 1
                 result.live_segments.add(seq)
                 continue
-            if op_id in given:
+            if held is not None and held(op_id):
                 result.unwritten += 1
                 continue
             key = (intent.get("file"), intent.get("ino"))
@@ -405,12 +398,10 @@ def reconcile(
                         "time_ms": now_ms,
                     }
                 )
-                given.add(op_id)
                 result.aborted += 1
             else:
                 keep = {k: v for k, v in intent.items() if k not in _INTENT_ONLY}
                 append({**keep, "type": "deletion", "reconciled": True, "reconciled_ms": now_ms})
-                given.add(op_id)
                 if "ino" in intent:  # a second orphan on this file did not unlink it
                     deleted.add((intent.get("file"), intent.get("ino")))
                 result.deleted += 1

@@ -380,7 +380,8 @@ def _reconcile_first(
         lazy = _LazyAppend(directory)
         append = lazy
     try:
-        rec: ReconcileResult = reconcile(directory, append, now_ms=now, when="shipping")
+        held = getattr(journal, "holds_outcome", None)  # (a daemon's spooling journal)
+        rec: ReconcileResult = reconcile(directory, append, now_ms=now, when="shipping", held=held)
     finally:
         if lazy is not None:
             lazy.close()

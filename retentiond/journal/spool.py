@@ -61,6 +61,14 @@ class SpoolingJournal:
         with self._lock:
             return len(self._held)
 
+    def holds_outcome(self, op_id: str) -> bool:
+        """Whether a ``deletion`` or ``abort`` of ``op_id`` waits here for disk space (its
+        intent looks open on disk meanwhile: reconciliation must not give it another)."""
+        with self._lock:
+            return any(
+                r.get("id") == op_id and r.get("type") in ("deletion", "abort") for r in self._held
+            )
+
     def append(self, record: dict[str, object]) -> None:
         """Write ``record`` (after any held ones). Raises OSError unless it is a space error."""
         with self._lock:

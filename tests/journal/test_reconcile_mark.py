@@ -378,16 +378,42 @@ def test_an_outcome_held_in_memory_on_a_full_disk_is_not_given_twice(
     spool.append(intent("a" * 32, kept, dead_writer()))
     _pad_to_a_page(spool.journal, list_segments(spool.directory)[-1][1])  # type: ignore[arg-type]
     filler = tmpfs.fill_up()
-    first = reconcile(spool.directory, spool.append, now_ms=1)
+
+    def pass_(now: int, when: str = "start-up"):
+        return reconcile(
+            spool.directory, spool.append, now_ms=now, when=when, held=spool.holds_outcome
+        )
+
+    first = pass_(1)
     assert first.aborted == 1 and spool.held == 1  # the abort is in memory only
-    second = reconcile(spool.directory, spool.append, now_ms=2, when="shipping")
+    second = pass_(2, "shipping")
     assert (second.aborted, second.deleted, second.unwritten) == (0, 0, 1)
     assert spool.held == 1
     filler.unlink()
     assert spool.flush()
     assert _outcome_counts(spool) == Counter({"a" * 32: 1})
-    third = reconcile(spool.directory, spool.append, now_ms=3)
+    third = pass_(3)
     assert (third.aborted, third.unwritten, third.open_intents) == (0, 0, 0)
+
+
+def test_an_outcome_the_full_spool_lost_is_given_again(tmp_path: Path, tmpfs: Tmpfs) -> None:
+    """Held in memory only while it is held: if the spool overflows and loses the outcome,
+    the next pass gives the intent one again (it must have one)."""
+    spool = SpoolingJournal(Journal(tmpfs.path / "journal", ORIGIN), limit=1)
+    kept = _file(tmp_path, 0)
+    spool.append(intent("a" * 32, kept, dead_writer()))
+    _pad_to_a_page(spool.journal, list_segments(spool.directory)[-1][1])  # type: ignore[arg-type]
+    filler = tmpfs.fill_up()
+
+    def pass_():
+        return reconcile(spool.directory, spool.append, now_ms=1, held=spool.holds_outcome)
+
+    assert pass_().aborted == 1 and spool.holds_outcome("a" * 32)
+    spool.append({"type": "deletion", "id": "f" * 32, "file": "/elsewhere"})  # pushes it out
+    assert spool.dropped == 1 and not spool.holds_outcome("a" * 32)
+    filler.unlink()
+    assert pass_().aborted == 1  # given again, and written this time
+    assert _outcome_counts(spool)["a" * 32] == 1
 
 
 def test_a_round_that_deleted_files_moves_the_mark_past_its_records(tmp_path: Path) -> None:
