@@ -196,6 +196,7 @@ class Daemon:
             lambda: self.cleaner.settings,
             self.journal,
             registry=self.metrics.metrics.registry,  # retentiond_ship_* on /metrics
+            held=self._outcome_held,  # outcomes the rounds' journal holds in memory
         )
         watchdog = watchdog_interval_s()
         if watchdog is not None:
@@ -231,6 +232,12 @@ class Daemon:
             log.info("ready")
 
     # ---- scheduler jobs (worker threads) ------------------------------------------------
+    def _outcome_held(self, op_id: str) -> bool:
+        """An outcome of ``op_id`` waits in the rounds' journal for disk space. The shipper
+        writes through its own handle, so it asks here before reconciling that intent."""
+        journal = self.cleaner.journal
+        return journal is not None and journal.holds_outcome(op_id)
+
     def _round_job(self) -> None:
         if self.stop_event.is_set():
             return

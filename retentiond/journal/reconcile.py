@@ -113,7 +113,8 @@ class ReconcileResult:
     deleted: int = 0  # reconciled as deleted
     aborted: int = 0  # reconciled as not deleted
     live: int = 0  # left alone: their writer is still running
-    unwritten: int = 0  # given an outcome by this process before, still held in memory
+    unwritten: int = 0  # their outcome waits in memory for disk space (``held``)
+    busy: bool = False  # another pass held the lock and this one did not wait (``blocking``)
     torn: int = 0  # lines that did not parse
     segments: int = 0
     # Segment numbers holding an open intent of a live writer: not to be shipped away yet.
@@ -300,6 +301,9 @@ def _scan(
             if not isinstance(op_id, str):
                 continue
             if record.get("type") == "intent":
+                if not _well_formed(record):
+                    result.torn += 1  # parses, but not as any writer of ours writes it
+                    continue
                 result.intents += 1
                 open_[op_id] = (seq, record)
             elif record.get("type") in ("deletion", "abort"):
@@ -310,6 +314,16 @@ def _scan(
                         deleted.add((intent.get("file"), intent.get("ino")))
         end = (seq, offset, st.st_ino, st.st_dev, head)
     return open_, end
+
+
+def _well_formed(intent: dict[str, Any]) -> bool:
+    """The fields reconciliation reads have the types our writers give them."""
+    return (
+        isinstance(intent.get("file", ""), str)
+        and type(intent.get("ino", 0)) is int
+        and type(intent.get("bytes", 0)) is int
+        and type(intent.get("mtime_ms", 0)) is int
+    )
 
 
 def _still_there(intent: dict[str, Any]) -> bool:
@@ -338,6 +352,7 @@ def reconcile(
     alive: Callable[[object], bool] = writer_alive,
     when: str = "start-up",
     held: Callable[[str], bool] | None = None,
+    blocking: bool = True,
 ) -> ReconcileResult:
     """Append an outcome for every intent of a dead writer that has none. Never deletes.
 
@@ -345,14 +360,20 @@ def reconcile(
     ``round end``). ``held`` (``SpoolingJournal.holds_outcome``): whether an outcome for an
     op id waits in memory for disk space. Such an intent still looks open on disk, and giving
     it another outcome would write two once space returns; if the spool loses it (full), it
-    is not held any more and the next pass gives it one again."""
+    is not held any more and the next pass gives it one again. Either way its segment is kept
+    from shipping (``live_segments``) while its outcome exists only in memory. Without
+    ``blocking``, a pass that finds another one running returns at once (``busy``)."""
     directory = Path(directory)
     result = ReconcileResult()
     if not directory.is_dir():
         return result
     fd = os.open(directory / LOCK_NAME, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o640)
     try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX if blocking else fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            result.busy = True
+            return result
         journal = _journal_id(directory)
         mark = _read_mark(directory, journal)
         deleted: set[tuple[object, object]] = set()
@@ -372,6 +393,7 @@ def reconcile(
                 continue
             if held is not None and held(op_id):
                 result.unwritten += 1
+                result.live_segments.add(seq)  # not shipped while its outcome is in memory
                 continue
             key = (intent.get("file"), intent.get("ino"))
             there = _still_there(intent)
@@ -399,12 +421,16 @@ def reconcile(
                     }
                 )
                 result.aborted += 1
+                if held is not None and held(op_id):  # written to memory only (disk full)
+                    result.live_segments.add(seq)
             else:
                 keep = {k: v for k, v in intent.items() if k not in _INTENT_ONLY}
                 append({**keep, "type": "deletion", "reconciled": True, "reconciled_ms": now_ms})
                 if "ino" in intent:  # a second orphan on this file did not unlink it
                     deleted.add((intent.get("file"), intent.get("ino")))
                 result.deleted += 1
+                if held is not None and held(op_id):
+                    result.live_segments.add(seq)
         if journal is not None and end is not None:
             # Every intent still open where reading ended is carried, the ones given an
             # outcome just now too: they are settled once that outcome is read back.

@@ -295,6 +295,7 @@ def ship_once(
     flush: bool = False,
     now_ms: Callable[[], int] = jr.wall_ms,
     append: Callable[[dict[str, object]], None] | None = None,
+    held: Callable[[str], bool] | None = None,
 ) -> ShipResult:
     """One pass: close an idle segment, reconcile, ship every closed one oldest first, keep
     the budget.
@@ -303,6 +304,9 @@ def ship_once(
     an idle segment is closed through the directory lock instead. ``flush`` closes the
     active segment whatever its age. Reconciled outcomes are written with ``append``, else
     with the journal's own ``append``, else through a handle opened for the purpose.
+    ``held``: whether an outcome waits in the daemon's memory for disk space (the cleaner's
+    ``SpoolingJournal.holds_outcome``): that intent gets no second outcome, and its segment
+    stays local until the outcome is on disk.
     """
     directory, target = Path(directory), Path(target)
     result = ShipResult()
@@ -317,7 +321,7 @@ def ship_once(
             # Listed before the reconciliation reads the journal: every segment listed here
             # is closed, so the scan saw all of it, and nothing written later can be in it.
             closed = jr.closed_segments(directory)
-            keep = _reconcile_first(directory, journal, append, now_ms(), result)
+            keep = _reconcile_first(directory, journal, append, now_ms(), result, held)
             _ship_closed(directory, target, result, keep, closed)
         except (OSError, ShipError) as exc:
             result.error = str(exc)
@@ -368,6 +372,7 @@ def _reconcile_first(
     append: Callable[[dict[str, object]], None] | None,
     now: int,
     result: ShipResult,
+    held: Callable[[str], bool] | None = None,
 ) -> set[int]:
     """Give dead writers' open intents their outcome; the segments to keep for live ones.
 
@@ -380,7 +385,8 @@ def _reconcile_first(
         lazy = _LazyAppend(directory)
         append = lazy
     try:
-        held = getattr(journal, "holds_outcome", None)  # (a daemon's spooling journal)
+        if held is None:
+            held = getattr(journal, "holds_outcome", None)  # (a spooling journal handed in)
         rec: ReconcileResult = reconcile(directory, append, now_ms=now, when="shipping", held=held)
     finally:
         if lazy is not None:
@@ -436,7 +442,12 @@ def _count(result: ShipResult, now: int) -> None:
 
 
 def ship_with_settings(
-    settings: Settings, directory: Path, journal: JournalLike | None = None, *, flush: bool = False
+    settings: Settings,
+    directory: Path,
+    journal: JournalLike | None = None,
+    *,
+    flush: bool = False,
+    held: Callable[[str], bool] | None = None,
 ) -> ShipResult:
     d = settings.daemon
     assert d.ship_target is not None
@@ -447,6 +458,7 @@ def ship_with_settings(
         max_segment_age_ms=d.journal_max_segment_age_ms,
         journal=journal,
         flush=flush,
+        held=held,
     )
 
 
@@ -509,7 +521,11 @@ class ShipCollector:
 
 
 def schedule(
-    scheduler: Any, settings: Callable[[], Settings], journal: Any, registry: Any = None
+    scheduler: Any,
+    settings: Callable[[], Settings],
+    journal: Any,
+    registry: Any = None,
+    held: Callable[[str], bool] | None = None,
 ) -> None:
     """Add the shipping job to the daemon's scheduler.
 
@@ -538,7 +554,7 @@ def schedule(
         if s.daemon.ship_target is None:
             return
         try:
-            result = ship_with_settings(s, Path(journal.directory), journal)
+            result = ship_with_settings(s, Path(journal.directory), journal, held=held)
         except Exception:  # the job must survive anything; the next run retries
             log.exception("shipping job failed")
             return

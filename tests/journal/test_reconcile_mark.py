@@ -7,6 +7,7 @@ exited, a live one a child that is still running (and is killed when the test sa
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import subprocess
@@ -20,6 +21,7 @@ from typing import Any
 
 import pytest
 
+from retentiond.journal import ship
 from retentiond.journal.reconcile import MARK_NAME, reconcile
 from retentiond.journal.spool import SpoolingJournal
 from retentiond.journal.writer import (
@@ -30,7 +32,7 @@ from retentiond.journal.writer import (
     read_records,
 )
 from tests.conftest import Tmpfs, make_store
-from tests.journal.test_reconcile_rules import dead_writer, intent, outcomes
+from tests.journal.test_reconcile_rules import dead_writer, intent, outcomes, shipped
 
 ORIGIN = Origin("c1", "b1", "h1", "/store")
 
@@ -428,3 +430,59 @@ def test_a_round_that_deleted_files_moves_the_mark_past_its_records(tmp_path: Pa
     tail = segment.read_bytes()[_mark(journal)["offset"] :]
     assert b'"type":"intent"' not in tail and b'"type":"deletion"' not in tail
     assert store.cleaner().reconcile().intents == 0  # a restart reads nothing of that round
+
+
+def test_the_shipper_keeps_a_segment_whose_outcome_waits_in_the_rounds_memory(
+    tmp_path: Path, tmpfs: Tmpfs
+) -> None:
+    """The daemon's wiring: the rounds write through a spooling journal, the shipper through
+    the raw one, asking the rounds' spool what it holds. An outcome held in memory gets no
+    second one from the shipper, and the segment with its intent stays local until the
+    outcome is on disk; then both ship, one outcome for the intent."""
+    raw = Journal(tmpfs.path / "journal", ORIGIN)
+    spool = SpoolingJournal(raw)  # the cleaner's
+    kept = _file(tmp_path, 0)
+    raw.append(intent("a" * 32, kept, dead_writer()))
+    _pad_to_a_page(raw, list_segments(raw.directory)[-1][1])
+    filler = tmpfs.fill_up()
+    start_up = reconcile(raw.directory, spool.append, now_ms=1, held=spool.holds_outcome)
+    assert start_up.aborted == 1 and spool.holds_outcome("a" * 32)
+    target = tmp_path / "target"
+    target.mkdir()
+
+    def ship_pass() -> ship.ShipResult:
+        return ship.ship_once(
+            raw.directory, target, max_local_bytes=1 << 40, max_segment_age_ms=10**13,
+            journal=raw, flush=True, held=spool.holds_outcome,
+        )  # fmt: skip
+
+    first = ship_pass()
+    assert first.reconciled == 0 and first.shipped_segments == 0
+    assert first.waiting_segments == 1  # the intent's segment stays local
+    filler.unlink()
+    assert spool.flush()
+    second = ship_pass()
+    assert second.error is None and second.reconciled == 0
+    records = shipped(target)
+    assert sorted(r["type"] for r in records if r.get("id") == "a" * 32) == ["abort", "intent"]
+
+
+def test_a_pass_that_does_not_wait_leaves_a_busy_lock_alone(tmp_path: Path) -> None:
+    journal = Journal(tmp_path / "journal", ORIGIN)
+    journal.append(intent("a" * 32, _file(tmp_path, 0), dead_writer()))
+    fd = os.open(journal.directory / "reconcile.lock", os.O_RDWR | os.O_CREAT, 0o640)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)  # another pass (a `once` starting, say)
+        result = reconcile(journal.directory, journal.append, now_ms=1, blocking=False)
+        assert result.busy and (result.intents, result.aborted) == (0, 0)
+    finally:
+        os.close(fd)
+    assert _pass(journal).aborted == 1
+
+
+def test_an_intent_with_fields_of_the_wrong_type_is_counted_not_fatal(tmp_path: Path) -> None:
+    journal = Journal(tmp_path / "journal", ORIGIN)
+    journal.append(intent("a" * 32, _file(tmp_path, 0), dead_writer()) | {"ino": [1]})
+    journal.append(intent("b" * 32, _file(tmp_path, 1), dead_writer()))
+    result = _pass(journal)
+    assert (result.torn, result.intents, result.aborted) == (1, 1, 1)
