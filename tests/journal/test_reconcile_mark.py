@@ -32,7 +32,13 @@ from retentiond.journal.writer import (
     read_records,
 )
 from tests.conftest import Tmpfs, make_store
-from tests.journal.test_reconcile_rules import dead_writer, intent, outcomes, shipped
+from tests.journal.test_reconcile_rules import (
+    assert_aborted_as_deleted_by_another,
+    dead_writer,
+    intent,
+    outcomes,
+    shipped,
+)
 
 ORIGIN = Origin("c1", "b1", "h1", "/store")
 
@@ -151,13 +157,7 @@ def test_a_deletion_by_another_writer_before_the_mark_still_makes_an_abort(
     _kill(proc)
     result = _pass(journal)
     assert (result.deleted, result.aborted) == (0, 1)
-    done = outcomes(list(read_records(journal.directory)))
-    assert done["a" * 32]["type"] == "abort"
-    assert "deleted by another writer" in done["a" * 32]["error"]
-    deletions = Counter(
-        r["file"] for r in read_records(journal.directory) if r["type"] == "deletion"
-    )
-    assert deletions[str(victim)] == 1
+    assert_aborted_as_deleted_by_another(journal, "a" * 32, victim)
 
 
 def test_a_line_still_being_written_is_read_again_whole(tmp_path: Path) -> None:
@@ -224,10 +224,7 @@ def test_a_reused_name_is_still_an_abort_when_the_deletion_is_behind_the_mark(
     _kill(proc)
     result = _pass(journal)
     assert (result.deleted, result.aborted) == (0, 1)
-    done = outcomes(list(read_records(journal.directory)))
-    assert "deleted by another writer" in done["a" * 32]["error"]
-    deletions = [r for r in read_records(journal.directory) if r["type"] == "deletion"]
-    assert len(deletions) == 1
+    assert_aborted_as_deleted_by_another(journal, "a" * 32, victim)
 
 
 def test_a_mark_that_cannot_be_written_is_removed_not_left_stale(tmp_path: Path) -> None:

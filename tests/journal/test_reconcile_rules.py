@@ -52,9 +52,15 @@ def test_a_file_another_writer_deleted_is_an_abort_not_a_second_deletion(tmp_pat
 
     result = reconcile(journal.directory, journal.append, now_ms=1)
     assert (result.deleted, result.aborted) == (0, 1)
+    assert_aborted_as_deleted_by_another(journal, "a" * 32, victim)
+
+
+def assert_aborted_as_deleted_by_another(journal: Journal, op_id: str, victim: Path) -> None:
+    """The orphan ``op_id`` got an abort naming the other writer, and ``victim`` has exactly
+    one deletion record: one file, one deletion."""
     done = outcomes(list(read_records(journal.directory)))
-    assert done["a" * 32]["type"] == "abort"
-    assert "deleted by another writer" in done["a" * 32]["error"]
+    assert done[op_id]["type"] == "abort"
+    assert "deleted by another writer" in done[op_id]["error"]
     deletions = Counter(
         r["file"] for r in read_records(journal.directory) if r["type"] == "deletion"
     )

@@ -217,10 +217,16 @@ def leader_epochs(part_dir: Path) -> list[tuple[int, int]]:
 
 
 def plan_one_partition(
-    log_dir: Path, config: TopicConfig | None, now_ms: int, *, time_index_compat: bool = False
+    log_dir: Path,
+    config: TopicConfig | None,
+    now_ms: int,
+    *,
+    time_index_compat: bool = False,
+    broker_running: bool = False,
 ) -> PartitionPlan:
     """Scan a log dir holding one partition and plan it with the dir's own checkpoints, as a
-    round would (``config``: the partition's ``TopicConfig``, or None when unknown)."""
+    round would (``config``: the partition's ``TopicConfig``, or None when unknown;
+    ``broker_running``: a plan-only dir, as beside a live broker)."""
     snap = scan_log_dir(str(log_dir))
     (part,) = snap.partitions
     return plan_partition(
@@ -230,4 +236,5 @@ def plan_one_partition(
         high_watermarks=snap.high_watermarks,
         log_start_offsets=snap.log_start_offsets,
         time_index_compat=time_index_compat,
+        broker_running=broker_running,
     )

@@ -16,10 +16,9 @@ import random
 from dataclasses import dataclass
 from pathlib import Path
 
-from retentiond.kinds.kafka.policy import TopicConfig, plan_partition
-from retentiond.kinds.kafka.scan import scan_log_dir
+from retentiond.kinds.kafka.policy import TopicConfig
 from retentiond.reasons import Reason, Verdict
-from tests.kinds.kafka.kafkalog import NO_TIMESTAMP, KafkaLog, R, segment_bases
+from tests.kinds.kafka.kafkalog import NO_TIMESTAMP, KafkaLog, R, plan_one_partition, segment_bases
 
 NOW = 1_700_000_000_000
 CASES = 100
@@ -138,20 +137,10 @@ def test_deletions_equal_the_reference_algorithm(tmp_path: Path) -> None:
             largest = seg.max_ts if seg.max_ts >= 0 else st.st_mtime_ns // 1_000_000
             ref_segs.append(RefSegment(seg.base, st.st_size, largest))
         assert [s.base for s in ref_segs] == bases
-        snap = scan_log_dir(str(root))
-        (part,) = snap.partitions
         for config, compat in itertools.product(CONFIGS, (False, True)):
             # a fresh scan per config: what one plan read must not leak into the next; the
             # strict mode reads the time indexes, whose last entry is the same maximum
-            (part,) = scan_log_dir(str(root)).partitions
-            p = plan_partition(
-                part,
-                config,
-                now_ms=NOW,
-                high_watermarks=snap.high_watermarks,
-                log_start_offsets=snap.log_start_offsets,
-                time_index_compat=compat,
-            )
+            p = plan_one_partition(root, config, NOW, time_index_compat=compat)
             want, roll, new_lso = reference(ref_segs, log.leo, lso, hw, config)
             got = [d.start_offset for d in p.deletions]
             ctx = (
@@ -179,15 +168,8 @@ def test_deletions_equal_the_reference_algorithm(tmp_path: Path) -> None:
                 for d in p.decisions[first_kept:]
             ), ctx
             # a plan-only dir hands over the same prefix, deleting nothing
-            (part,) = scan_log_dir(str(root)).partitions
-            held = plan_partition(
-                part,
-                config,
-                now_ms=NOW,
-                high_watermarks=snap.high_watermarks,
-                log_start_offsets=snap.log_start_offsets,
-                broker_running=True,
-                time_index_compat=compat,
+            held = plan_one_partition(
+                root, config, NOW, time_index_compat=compat, broker_running=True
             )
             assert not held.deletions
             assert [d.start_offset for d in held.head[: held.prefix]] == want, ctx
