@@ -77,11 +77,18 @@ _NUMBER = r"-?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?"
 _ISO = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?(?:Z|[+-]\d\d:?\d\d)?")
 _EPOCH_MS = re.compile(r"\b1[5-9]\d{11}\b")  # a millisecond timestamp (2017..2033)
 _AGE = re.compile(r"\bage -?\d+ ms\b")
+# a human age in a text table (engine.units.human_age)
+_AGE_CELL = re.compile(r"(?<= )-?\d+(?:d\d\dh|h\d\dm|m\d\ds)(?= )")
+_CONFIG_TEXT = re.compile(r"\bconfig [0-9a-f]{12}\b")
+_ROUND_TIME = re.compile(r"\bround done in \d+(?:\.\d+)?s\b")
+_HOUR_TEXT = re.compile(r"\(hour \d+\)")
 _INDEX_NAME = re.compile(r"(?<=/index/)\d{17}\b")  # yyyyMMddHHmmssSSS of its creation
 _HEX_ID = re.compile(r'("id":\s*)"([0-9a-f]{32})"')
 
 
-def normalise(text: str, paths: dict[Path, str], *, host_disk: bool = False) -> str:
+def normalise(
+    text: str, paths: dict[Path, str], *, host_disk: bool = False, table: bool = False
+) -> str:
     """``text`` with only its varying parts replaced, in this order:
 
     1. each temporary directory in ``paths`` (longest first) by its placeholder (``<tmp>``);
@@ -91,7 +98,12 @@ def normalise(text: str, paths: dict[Path, str], *, host_disk: bool = False) -> 
        intent and its outcome still visibly share one; likewise the names of RocketMQ index
        files (their creation time, ``yyyyMMddHHmmssSSS``) by ``<index-N>``;
     4. ISO times by ``<iso>``, millisecond timestamps inside texts by ``<ts>``, and
-       ``age N ms`` inside texts by ``age <age> ms``.
+       ``age N ms`` inside texts by ``age <age> ms``;
+    5. with ``table`` (the text output of ``plan`` and ``once``): the ages of the file tables
+       (``4d01h``) by ``<age>``, the round's duration (``round done in <s>s``), the local
+       hour (``(hour <hour>)``), the config hash (``config <config_hash>``), and every run of
+       two or more spaces after a word by two spaces (indentation is kept): the columns are
+       padded to the widest cell, and the widest path is a temporary one.
     """
     for path, placeholder in sorted(paths.items(), key=lambda kv: -len(str(kv[0]))):
         text = text.replace(str(path), placeholder)
@@ -112,7 +124,14 @@ def normalise(text: str, paths: dict[Path, str], *, host_disk: bool = False) -> 
     )
     text = _ISO.sub("<iso>", text)
     text = _EPOCH_MS.sub("<ts>", text)
-    return _AGE.sub("age <age> ms", text)
+    text = _AGE.sub("age <age> ms", text)
+    if table:
+        text = _AGE_CELL.sub("<age>", text)
+        text = _ROUND_TIME.sub("round done in <s>s", text)
+        text = _HOUR_TEXT.sub("(hour <hour>)", text)
+        text = _CONFIG_TEXT.sub("config <config_hash>", text)
+        text = re.sub(r"(?<=\S) {2,}", "  ", text)
+    return text
 
 
 def check(name: str, text: str) -> None:
@@ -197,8 +216,11 @@ def test_rocketmq_round(case: str, tmp_path: Path, tmpfs: Tmpfs) -> None:
     config, journal, extra = _rocketmq(case, tmp_path, tmpfs)
     paths = {tmpfs.path: "<tmpfs>", tmp_path: "<tmp>"}
     plan = run_cli("plan", "--json", *extra, "--config", str(config))
+    text = run_cli("plan", *extra, "--config", str(config))
     once = run_cli("once", *extra, "--config", str(config))
     check(f"rocketmq/{case}.plan.json", normalise(with_code(plan, plan.out), paths))
+    check(f"rocketmq/{case}.plan.txt", normalise(with_code(text, text.out), paths, table=True))
+    check(f"rocketmq/{case}.once.txt", normalise(with_code(once, once.out), paths, table=True))
     check(
         f"rocketmq/{case}.journal.jsonl",
         normalise(with_code(once, journal_text(journal)), paths),
@@ -304,11 +326,15 @@ def test_kafka_round(case: str, tmp_path: Path) -> None:
     if case == "broker_running":
         with broker_holding(log_dir):
             plan = run_cli("plan", "--json", "--config", str(config))
+            text = run_cli("plan", "--config", str(config))
             once = run_cli("once", "--config", str(config))
     else:
         plan = run_cli("plan", "--json", "--config", str(config))
+        text = run_cli("plan", "--config", str(config))
         once = run_cli("once", "--config", str(config))
     check(f"kafka/{case}.plan.json", normalise(with_code(plan, plan.out), paths, host_disk=True))
+    check(f"kafka/{case}.plan.txt", normalise(with_code(text, text.out), paths, table=True))
+    check(f"kafka/{case}.once.txt", normalise(with_code(once, once.out), paths, table=True))
     check(
         f"kafka/{case}.journal.jsonl",
         normalise(with_code(once, journal_text(tmp_path / "journal")), paths, host_disk=True),
@@ -492,21 +518,17 @@ def run_daemon(config: Path, journal: Path, log: Path) -> Daemon:
 
 
 def daemon_outputs(daemon: Daemon) -> tuple[str, str]:
-    """``status --json`` and ``/metrics`` once the daemon's first round is journaled and its
-    status and metrics show it."""
-    daemon.wait_until("a round", lambda: daemon.records("round"))
+    """``status --json`` and ``/metrics`` once the daemon has logged its first round as done
+    (it logs that after updating its state and its metrics)."""
     url = daemon.wait_until("the metrics listener", daemon.metrics_url)
-
-    def status_after_round() -> str | None:
-        result = daemon.cli("status", "--json")
-        assert result.code == 0, result.err
-        doc = json.loads(result.out)
-        return result.out if doc.get("rounds") else None
-
-    status = daemon.wait_until("status showing the round", status_after_round)
+    daemon.wait_until("a round done", lambda: '"event": "round done"' in daemon.log.read_text())
+    result = daemon.cli("status", "--json")
+    assert result.code == 0, result.err
+    doc = json.loads(result.out)
+    assert doc["ready"] and doc["rounds"]["count"] == 1, doc
     with urllib.request.urlopen(url, timeout=10) as resp:
         metrics = resp.read().decode()
-    return status, metrics
+    return result.out, metrics
 
 
 def test_rocketmq_daemon(tmp_path: Path, tmpfs: Tmpfs, short_dir: Path) -> None:
