@@ -14,6 +14,7 @@ import os
 import shutil
 import signal
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -262,3 +263,31 @@ def test_the_daemon_says_an_incomplete_proc_view_once_in_words(
     assert "without CAP_SYS_PTRACE" in warning["event"]
     assert "Run retentiond as root" not in warning["event"]
     assert first.exists()  # held, and its forcible interval has not passed
+
+
+def test_an_internal_error_is_one_line_naming_the_traceback_file(tmp_path: Path) -> None:
+    """A bug (here a command that raises) exits 1 with one line on stderr; the traceback is
+    in the file that line names."""
+    script = (
+        "import sys\n"
+        "import retentiond.commands.store as store\n"
+        "def boom(args):\n"
+        "    raise RuntimeError('a bug')\n"
+        "store.cmd_check_config = boom\n"
+        "from retentiond.cli import main\n"
+        "sys.argv[0] = 'retentiond'\n"
+        "raise SystemExit(main())\n"
+    )
+    env = {**os.environ, "TMPDIR": str(tmp_path)}
+    env.pop("STATE_DIRECTORY", None)
+    r = subprocess.run(
+        [sys.executable, "-c", script, "check-config", "x.yaml"],
+        capture_output=True, text=True, timeout=60, env=env,
+    )  # fmt: skip
+    assert r.returncode == 1, r.stderr
+    (line,) = r.stderr.splitlines()
+    assert line.startswith("retentiond check-config: internal error (RuntimeError: a bug); ")
+    (kept,) = tmp_path.glob("retentiond-check-config-*.traceback")
+    assert line.endswith(f"the traceback is in {kept}")
+    assert "Traceback (most recent call last)" in kept.read_text()
+    assert "RuntimeError: a bug" in kept.read_text()
