@@ -225,7 +225,7 @@ def _write(df: DataFrame, output: str, name: str) -> None:
 
 def _exists(spark: SparkSession, path: str) -> bool:
     """Whether ``path`` exists, through Hadoop's FileSystem (any input Spark reads)."""
-    jvm = spark.sparkContext._jvm  # type: ignore[attr-defined]
+    jvm: Any = spark.sparkContext._jvm  # type: ignore[attr-defined]
     conf = spark.sparkContext._jsc.hadoopConfiguration()  # type: ignore[attr-defined]
     hpath = jvm.org.apache.hadoop.fs.Path(path)
     return bool(hpath.getFileSystem(conf).exists(hpath))
