@@ -14,6 +14,7 @@ from retentiond.daemon.state import DaemonState
 from retentiond.daemon.statustext import render, summary_line
 from retentiond.engine.decision import Decision
 from retentiond.engine.execute import Outcome
+from retentiond.kinds import kind_for
 from retentiond.reasons import Kind, Reason, Verdict
 from retentiond.storegen.rocketmq import PRESETS
 from tests.conftest import Store
@@ -30,7 +31,7 @@ def settings(store: Callable[..., Store], tmp_path: Path) -> Settings:
 
 
 def test_coalesced_runs_are_counted_from_the_gaps(settings: Settings) -> None:
-    state = DaemonState(Path("x.yaml"), settings)
+    state = DaemonState(Path("x.yaml"), settings, kind_for(settings))
     for t in (100.0, 101.0, 104.0, 105.0):  # 102 and 103 were folded into 104
         state.run_scheduled(t)
     state.run_skipped(106.0, overlap=True)
@@ -39,7 +40,7 @@ def test_coalesced_runs_are_counted_from_the_gaps(settings: Settings) -> None:
 
 
 def test_a_new_interval_restarts_the_gap_count(settings: Settings) -> None:
-    state = DaemonState(Path("x.yaml"), settings)
+    state = DaemonState(Path("x.yaml"), settings, kind_for(settings))
     state.run_scheduled(100.0)
     state.rescheduled(5000)
     state.run_scheduled(200.0)
@@ -55,23 +56,23 @@ def _outcome(path: Path, deleted: bool, cause: str | None) -> Outcome:
 def test_hung_files_keep_their_first_attempt_until_they_go(
     settings: Settings, tmp_path: Path
 ) -> None:
-    state = DaemonState(Path("x.yaml"), settings)
+    state = DaemonState(Path("x.yaml"), settings, kind_for(settings))
     victim = tmp_path / "00000000000000000000"
     victim.write_bytes(b"x")
-    state.record_outcome(_outcome(victim, False, "unlink_failed"))
+    state.file_done(_outcome(victim, False, "unlink_failed"))
     first = state.hung[str(victim)].first_attempt_ms
-    state.record_outcome(_outcome(victim, False, "unlink_failed"))
+    state.file_done(_outcome(victim, False, "unlink_failed"))
     assert state.hung[str(victim)].first_attempt_ms == first
     assert list(state.prune_hung()) == [str(victim)]
     victim.unlink()
     assert state.prune_hung() == {}
-    state.record_outcome(_outcome(victim, False, "unlink_failed"))
-    state.record_outcome(_outcome(victim, True, None))
+    state.file_done(_outcome(victim, False, "unlink_failed"))
+    state.file_done(_outcome(victim, True, None))
     assert state.hung == {}
 
 
 def test_redelete_gate_is_strictly_greater_than_the_interval(settings: Settings) -> None:
-    state = DaemonState(Path("x.yaml"), settings)
+    state = DaemonState(Path("x.yaml"), settings, kind_for(settings))
     assert state.redelete_due(1_000_000, 120_000)  # lastRedeleteTimestamp starts at 0
     assert not state.redelete_due(1_120_000, 120_000)
     assert state.redelete_due(1_120_001, 120_000)
