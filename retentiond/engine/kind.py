@@ -85,11 +85,24 @@ class KindVoice(Protocol):
     `status` client renders the daemon's reply through it. Class-level (attributes and static
     methods), so the kind's class itself is its voice."""
 
-    name: str  # the kind's name in documents (``store_kind``) and labels
-    product: str  # the broker it cleans for, for people ("a RocketMQ broker")
-    # The ``retentiond_config_info`` labels this kind fills (``StoreKind.info_labels``), in
-    # the order they appear; labels every kind shares are named by each that fills them.
-    info_label_names: tuple[str, ...]
+    # Read-only, so that a class declaring them as ``ClassVar`` is a voice, and so are its
+    # instances.
+    @property
+    def name(self) -> str:
+        """The kind's name in documents (``store_kind``) and metric labels."""
+        ...
+
+    @property
+    def product(self) -> str:
+        """The broker it cleans for, for people: "a RocketMQ broker"."""
+        ...
+
+    @property
+    def info_label_names(self) -> tuple[str, ...]:
+        """The ``retentiond_config_info`` labels it fills, in their order: its own
+        (``StoreKind.info_labels``) and, where it wants them, the shared ones (timezone,
+        clean_resource_interval_ms, dry_run)."""
+        ...
 
     @staticmethod
     def status_lines(doc: StatusDoc, manual_line: str) -> list[str]:

@@ -5,6 +5,7 @@ inherits it; a `status` client uses it without a store (``kinds.voice_named``)."
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import ClassVar
 
 from retentiond.engine.kind import StatusDoc
 
@@ -15,9 +16,9 @@ def _strings(doc: StatusDoc, key: str) -> list[str]:
 
 
 class KafkaVoice:
-    name: str = "kafka"
-    product: str = "Kafka"
-    info_label_names: tuple[str, ...] = (
+    name: ClassVar[str] = "kafka"
+    product: ClassVar[str] = "Kafka"
+    info_label_names: ClassVar[tuple[str, ...]] = (
         "timezone",
         "clean_resource_interval_ms",
         "dry_run",

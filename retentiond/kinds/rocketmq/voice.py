@@ -5,6 +5,7 @@ inherits it; a `status` client uses it without a store (``kinds.voice_named``)."
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import ClassVar
 
 from retentiond.engine.kind import StatusDoc
 
@@ -37,9 +38,9 @@ def _trigger_line(doc: StatusDoc) -> str:
 
 
 class RocketMQVoice:
-    name: str = "rocketmq"
-    product: str = "RocketMQ"
-    info_label_names: tuple[str, ...] = (
+    name: ClassVar[str] = "rocketmq"
+    product: ClassVar[str] = "RocketMQ"
+    info_label_names: ClassVar[tuple[str, ...]] = (
         "file_reserved_time_hours",
         "delete_when",
         "timezone",
