@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
+from typing import ClassVar
 
 import pytest
 
@@ -101,3 +102,35 @@ def test_a_new_clean_resource_interval_reschedules_the_round(settings: Settings)
         assert daemon.status()["rounds"]["interval_ms"] == 250
     finally:
         daemon.scheduler.shutdown(wait=False)
+
+
+class _Numbered:
+    """A voice of a kind no registry knows: the daemon passes its own kind's to the text."""
+
+    name: ClassVar[str] = "numbered"
+    product: ClassVar[str] = "Numbered"
+    info_label_names: ClassVar[tuple[str, ...]] = ()
+
+    @staticmethod
+    def status_lines(doc: Mapping[str, object], manual_line: str) -> list[str]:
+        return [f"numbered  {doc.get('store')}", manual_line]
+
+    @staticmethod
+    def summary_parts(doc: Mapping[str, object]) -> list[str]:
+        return ["numbered files"]
+
+    @staticmethod
+    def manual_request_text(rounds: object) -> str:
+        return f"{rounds} numbered rounds"
+
+
+def test_the_kinds_lines_come_from_its_voice(settings: Settings) -> None:
+    daemon = Daemon(Path("/etc/retentiond/broker-a.yaml"), settings, journal=None)
+    doc = daemon.status()
+    assert doc["store_kind"] == "rocketmq"
+    own = render(doc)
+    assert "triggers  not evaluated yet" in own and "manual    none requested" in own
+    other = render(doc, _Numbered)
+    assert f"numbered  {settings.store_label}\nmanual    none requested" in other
+    assert "triggers" not in other and "pending" not in other
+    assert summary_line(doc, _Numbered).startswith("0 rounds; numbered files")
