@@ -77,7 +77,9 @@ class Cadence:
     """How often the daemon acts on a store, as the kind's settings say."""
 
     round_interval_ms: int  # the period of the rounds (RocketMQ: cleanResourceInterval)
-    retry_interval_ms: int  # the least time between retries of files that would not go
+    # How often files that would not go are looked at again, and the longest backoff after a
+    # refused unlink (RocketMQ: redeleteHangedFileInterval).
+    retry_interval_ms: int
 
 
 class KindVoice(Protocol):
