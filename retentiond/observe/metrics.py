@@ -7,9 +7,9 @@ globally leaks into ``/metrics``.
 Two kinds of numbers, updated in two different ways:
 
 * **Events** (counters, the round histogram, last-success timestamps) are updated from the
-  round thread: ``on_outcome`` for each file, called by the executor only after the journal has
-  the record (safety rule 4: the journal is the truth, a metric never runs ahead of it), and
-  ``round_done`` once per round.
+  round thread: ``on_outcome`` for each file, which the Cleaner's listeners hear only after the
+  journal has the record (safety rule 4: the journal is the truth, a metric never runs ahead
+  of it), and ``round_done`` once per round.
 * **State** (disk ratios, disk state, file counts and ages, pending and hung files, manual
   rounds, the configuration) is produced at scrape time by ``LiveCollector``
   (``observe/live.py``). It never waits for a round: the disk ratios are one ``statvfs`` per
