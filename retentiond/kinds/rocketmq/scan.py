@@ -360,15 +360,25 @@ def iter_queues(
 
 def _has_entries(path: str, errors: list[StoreError]) -> bool:
     """Whether ``consumequeue/`` has any entry (reads one; cheap even with 100k topics). One
-    that exists but cannot be listed is a store error, as an unreadable ``index/`` is."""
+    that exists but cannot be listed, or searched (its first entry stat-ed), is a store error,
+    as an unreadable ``index/`` is."""
     try:
         with os.scandir(path) as entries:
-            return next(entries, None) is not None
+            first = next(entries, None)
     except (FileNotFoundError, NotADirectoryError):
         return False  # a store without ConsumeQueue files
     except OSError as exc:
         errors.append(StoreError(path, f"cannot list the consumequeue directory: {exc.strerror}"))
         return False
+    if first is None:
+        return False
+    try:
+        first.stat(follow_symlinks=False)
+    except FileNotFoundError:
+        pass  # gone since it was listed
+    except OSError as exc:
+        errors.append(StoreError(path, f"cannot search the consumequeue directory: {exc.strerror}"))
+    return True
 
 
 def scan(
