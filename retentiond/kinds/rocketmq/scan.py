@@ -189,13 +189,16 @@ class QueueLister:
         self.queues_listed = 0  # of which queue directories (what the scan cache holds)
 
     def _children(
-        self, path: str, foreign: list[ForeignEntry], errors: list[StoreError] | None, what: str
-    ):
+        self, path: str, foreign: list[ForeignEntry], errors: list[StoreError] | None, what: str,
+        follow: bool = False,
+    ):  # fmt: skip
         """Subdirectories as (name, queue id or None); the rest is foreign. A directory that
         cannot be stat-ed or listed (other than one gone since its parent was listed) is a
-        store error naming it (``what``: which directory it is): none of it is judged."""
+        store error naming it (``what``: which directory it is): none of it is judged.
+        ``follow``: the directory may be a symlink (``consumequeue/`` as configured), and the
+        listing is remembered under its target's identity, which a new entry changes."""
         try:
-            st = os.stat(path, follow_symlinks=False)
+            st = os.stat(path, follow_symlinks=follow)
         except OSError as exc:
             self._parents.pop(path, None)
             if exc.errno not in _GONE and errors is not None:
@@ -299,7 +302,10 @@ class QueueLister:
         get = queues.get
         pack = DIR_KEY.pack
         stat = os.stat
-        for topic, _ in self._children(consumequeue_dir, foreign, errors, "consumequeue directory"):
+        cq_children = self._children(
+            consumequeue_dir, foreign, errors, "consumequeue directory", follow=True
+        )
+        for topic, _ in cq_children:
             topic_path = f"{consumequeue_dir}/{topic}"
             children = self._children(topic_path, foreign, errors, "topic directory")
             if not children:
