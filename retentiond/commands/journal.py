@@ -12,6 +12,7 @@ import socket
 import sys
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 from zoneinfo import ZoneInfo
 
 from retentiond.commands.common import (
@@ -22,6 +23,9 @@ from retentiond.commands.common import (
     journal_dir,
 )
 
+if TYPE_CHECKING:
+    from retentiond.config.settings import Settings
+
 
 def _words(values: list[str] | None) -> frozenset[str] | None:
     """Repeated and comma-separated values as one set (None: no filter)."""
@@ -30,7 +34,7 @@ def _words(values: list[str] | None) -> frozenset[str] | None:
     return frozenset(w.strip() for v in values for w in v.split(",") if w.strip())
 
 
-def _settings(path: str):
+def _settings(path: str) -> Settings:
     """The settings, without checking the store: its journal outlives an unmounted store."""
     from retentiond.config.loader import ConfigError, load_settings
 
@@ -207,7 +211,7 @@ def render_table(
     ]
     deletions = [r for r in records if r.get("type") == "deletion"]
     if deletions:
-        total = sum(r["bytes"] for r in deletions if isinstance(r.get("bytes"), int))
+        total = sum(b for r in deletions if isinstance(b := r.get("bytes"), int))
         forced = sum(1 for r in deletions if r.get("forced"))
         lines.append(
             f"{len(deletions)} deletions, {human_bytes(total)}"

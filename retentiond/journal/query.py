@@ -124,7 +124,9 @@ def _lines(path: Path) -> Iterator[bytes]:
         yield from fh
 
 
-def _read(path: Path, query: Query, host: str | None, result: QueryResult, seen: set[bytes]):
+def _read(
+    path: Path, query: Query, host: str | None, result: QueryResult, seen: set[bytes]
+) -> None:
     try:
         for line in _lines(path):
             if line == b"\n":
