@@ -17,6 +17,7 @@ state (last CommitLog minimum, manual rounds left) is only ever written by the r
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import os
 import queue
@@ -38,6 +39,7 @@ from apscheduler.executors.pool import ThreadPoolExecutor
 from apscheduler.schedulers.background import BackgroundScheduler
 from apscheduler.triggers.interval import IntervalTrigger
 
+from retentiond.config.loader import load_settings
 from retentiond.config.settings import Settings
 from retentiond.daemon import control, reload
 from retentiond.daemon.notify import Notifier, watchdog_interval_s
@@ -69,9 +71,13 @@ class Daemon:
         journal: Journal | None,
         notifier: Notifier | None = None,
         watcher: reload.ConfigWatcher | None = None,
+        dry_run: bool = False,
     ) -> None:
         """``watcher`` should be created before ``settings`` were loaded, so that an edit
-        landing in between is still seen as a change."""
+        landing in between is still seen as a change. ``dry_run`` (`run --dry-run`) holds
+        ``retentiond.dryRun`` true for the whole run, reloads included."""
+        self.force_dry_run = dry_run
+        settings = self._forced(settings)
         self.config_path = config_path
         self.journal = journal
         self.notifier = notifier or Notifier()
@@ -333,7 +339,9 @@ class Daemon:
         if ready:
             self.notifier.reloading()
         current = self.state.settings
-        result = reload.check_reload(self.config_path, current, trigger)
+        result = reload.check_reload(
+            self.config_path, current, trigger, load=lambda p: self._forced(load_settings(p))
+        )
         if result.refused:
             self.state.reload_refused(trigger, result.problems)
             log.error(
@@ -357,6 +365,14 @@ class Daemon:
             )
         if ready:
             self.notifier.ready(summary_line(self.status(), self.cleaner.kind))
+
+    def _forced(self, settings: Settings) -> Settings:
+        """``settings`` as this run uses them: with ``--dry-run``, ``dryRun`` is true."""
+        if not self.force_dry_run or settings.daemon.dry_run:
+            return settings
+        return dataclasses.replace(
+            settings, daemon=dataclasses.replace(settings.daemon, dry_run=True)
+        )
 
     def _apply(self, new: Settings, old: Settings) -> None:
         with self._pending_lock:
