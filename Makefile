@@ -19,6 +19,7 @@ lint: venv
 	$(BIN)/ruff check retentiond tests bench
 	$(BIN)/ruff format --check retentiond tests bench
 	$(BIN)/lint-imports  # the layering contracts in pyproject.toml (docs/architecture.md)
+	$(BIN)/mypy  # the package but analytics/, as [tool.mypy] in pyproject.toml says
 
 system-deps:  # apt packages the suite needs (installed as root, named otherwise)
 	bash .ci/system-deps

@@ -209,7 +209,9 @@ class Executor:
             try:
                 os.unlink(name, dir_fd=dir_fd)
             except OSError as exc:
-                abort = {"type": "abort", "id": op_id, "file": d.path, "error": str(exc)}
+                abort: dict[str, object] = {
+                    "type": "abort", "id": op_id, "file": d.path, "error": str(exc)
+                }  # fmt: skip
                 outcome = Outcome(d, False, f"unlink: {exc}", "unlink_failed", errno=exc.errno)
                 self._outcome_record(abort, outcome)
                 return self._done(outcome)

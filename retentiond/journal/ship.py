@@ -495,7 +495,7 @@ class ShipCollector:
             family = CounterMetricFamily(f"retentiond_ship_{key}", text, labels=names)
             family.add_metric(values, snap[key])
             yield family
-        gauges = [
+        gauges: list[tuple[str, str, float]] = [
             ("backlog_segments", "Closed journal segments waiting to be shipped.", backlog[0]),
             (
                 "backlog_bytes",

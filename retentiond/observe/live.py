@@ -165,7 +165,14 @@ class LiveCollector(Collector):
 
     # ---- the daemon's status ------------------------------------------------------------
     @staticmethod
-    def _status_families() -> tuple[Metric, ...]:
+    def _status_families() -> tuple[
+        GaugeMetricFamily,
+        GaugeMetricFamily,
+        GaugeMetricFamily,
+        CounterMetricFamily,
+        GaugeMetricFamily,
+        GaugeMetricFamily,
+    ]:
         return (
             _g(
                 "retentiond_expired_files_pending",
@@ -213,12 +220,12 @@ class LiveCollector(Collector):
         held_dirs = set(held) if isinstance(held, list) else set()
         for d in settings.store_dirs:
             plan_only.add_metric([*base, d], 1.0 if d in held_dirs else 0.0)
-        if isinstance(doc.get("pending_expired"), int):
-            pending.add_metric(base, doc["pending_expired"])  # type: ignore[arg-type]
+        if isinstance(expired := doc.get("pending_expired"), int):
+            pending.add_metric(base, expired)
         hung_files = doc.get("hung_files")
         hung.add_metric(base, len(hung_files) if isinstance(hung_files, list) else 0)
-        if isinstance(doc.get("manual_rounds_left"), int):
-            manual.add_metric(base, doc["manual_rounds_left"])  # type: ignore[arg-type]
+        if isinstance(left := doc.get("manual_rounds_left"), int):
+            manual.add_metric(base, left)
         config = doc.get("config")
         config = config if isinstance(config, Mapping) else {}
         counts = config.get("reloads")

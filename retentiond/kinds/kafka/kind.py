@@ -37,9 +37,9 @@ from retentiond.kinds.kafka.offline import (
     write_log_start_checkpoint,
 )
 from retentiond.kinds.kafka.plan import KafkaPlan, LogDirPlan
-from retentiond.kinds.kafka.policy import TopicConfig, plan_partition
+from retentiond.kinds.kafka.policy import PartitionPlan, TopicConfig, plan_partition
 from retentiond.kinds.kafka.scan import LogDirSnapshot, scan_log_dir
-from retentiond.reasons import KAFKA_DELETE_REASONS, Kind
+from retentiond.reasons import KAFKA_DELETE_REASONS, Kind, Reason
 
 
 @dataclass(frozen=True)
@@ -64,9 +64,11 @@ class KafkaSnapshot:
 
 class Kafka:
     name = "kafka"
-    file_kinds = (Kind.KAFKA_SEGMENT,)
-    phases = (Kind.KAFKA_SEGMENT.value,)
-    deletion_series = tuple((Kind.KAFKA_SEGMENT, r) for r in sorted(KAFKA_DELETE_REASONS))
+    file_kinds: tuple[Kind, ...] = (Kind.KAFKA_SEGMENT,)
+    phases: tuple[str, ...] = (Kind.KAFKA_SEGMENT.value,)
+    deletion_series: tuple[tuple[Kind, Reason], ...] = tuple(
+        (Kind.KAFKA_SEGMENT, r) for r in sorted(KAFKA_DELETE_REASONS)
+    )
 
     def __init__(self, settings: Settings, server: KafkaServerConfig) -> None:
         self.settings = settings
@@ -183,7 +185,9 @@ class Kafka:
             errors=tuple(errors),
         )
 
-    def _carry_out(self, ld: LogDirSnapshot, parts: tuple, rnd: Round) -> tuple[str, ...]:
+    def _carry_out(
+        self, ld: LogDirSnapshot, parts: tuple[PartitionPlan, ...], rnd: Round
+    ) -> tuple[str, ...]:
         """Each partition's prefix through the engine (holds, journal, re-check, unlink),
         then what the engine does not know: companions, epochs, the checkpoint. Returns
         what kept a partition's prefix from being carried out (a roll that could not be
@@ -207,7 +211,7 @@ class Kafka:
                     )
                     continue
             outcomes = rnd.execute(Run(run))
-            gone = [o.decision.start_offset for o in outcomes if o.deleted]
+            gone = [b for o in outcomes if o.deleted and (b := o.decision.start_offset) is not None]
             for base in gone:
                 remove_companions(plan, base, result)
             changed |= finish_partition(plan, gone, lso_entries)
@@ -250,7 +254,7 @@ class Kafka:
             maxima={"broker_running_kept": int(reasons.get("keep:broker_running", 0))},
         )
 
-    def round_fields(self, plan: KafkaPlan, deleted: frozenset[str]) -> dict[str, object]:  # type: ignore[override]
+    def round_fields(self, plan: KafkaPlan, deleted: frozenset[str]) -> dict[str, object]:
         return {
             "plan_only_log_dirs": plan.plan_only_dirs(),
             "metadata_source": plan.metadata_source,
@@ -260,7 +264,7 @@ class Kafka:
         }
 
     # ---- for people and dashboards ------------------------------------------------------
-    def render_plan(self, plan: KafkaPlan, *, all_queue_files: bool = False) -> str:  # type: ignore[override]
+    def render_plan(self, plan: KafkaPlan, *, all_queue_files: bool = False) -> str:
         """Per partition: its offsets, a line per segment the passes handed over and one for
         the first segment kept (what stopped the prefix), then how many are kept behind it;
         ``all_queue_files`` (``plan --all``) lists every segment with its own reason."""
@@ -292,10 +296,10 @@ class Kafka:
                     )
         return "\n".join(lines) + "\n"
 
-    def status_fields(self, plan: KafkaPlan, deleted: frozenset[str]) -> dict[str, object]:  # type: ignore[override]
+    def status_fields(self, plan: KafkaPlan, deleted: frozenset[str]) -> dict[str, object]:
         return {"plan_only_log_dirs": plan.plan_only_dirs(), "reasons": plan.reason_counts()}
 
-    def store_stats(  # type: ignore[override]
+    def store_stats(
         self, plan: KafkaPlan, deleted: frozenset[str], previous: StoreStats | None
     ) -> StoreStats:
         """What is left after the round. A kept segment the plan never had to examine (behind
@@ -323,7 +327,7 @@ class Kafka:
     def disk_figures(self, settings: Settings, now_ms: int) -> DiskFigures:
         return DiskFigures(tuple(("log_dir", measure_path(d)) for d in self.server.log_dirs))
 
-    def phases_succeeded(self, plan: KafkaPlan) -> tuple[str, ...]:  # type: ignore[override]
+    def phases_succeeded(self, plan: KafkaPlan) -> tuple[str, ...]:
         return () if plan.errors else self.phases
 
     # ---- just before an unlink ----------------------------------------------------------

@@ -13,6 +13,7 @@ from dataclasses import dataclass, replace
 
 from retentiond.config.settings import Settings
 from retentiond.engine.decision import Decision
+from retentiond.kinds.rocketmq.commitlog import first_kept_offset
 from retentiond.kinds.rocketmq.plan import CommitLogPlan, QueueDecision, QueuesPlan
 from retentiond.reasons import Kind
 
@@ -47,9 +48,7 @@ def hold_commitlog(plan: CommitLogPlan, hold: HoldRun) -> CommitLogPlan:
     if not plan.deletions():
         return plan
     decisions = hold(plan.decisions)
-    remaining = [d for d in decisions if not d.delete]
-    after = remaining[0].start_offset if remaining else -1
-    return replace(plan, decisions=decisions, min_offset_after=after)  # type: ignore[arg-type]
+    return replace(plan, decisions=decisions, min_offset_after=first_kept_offset(decisions))
 
 
 def hold_queues(plan: QueuesPlan, hold: HoldRun) -> QueuesPlan:

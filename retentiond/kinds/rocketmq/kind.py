@@ -22,7 +22,7 @@ from typing import Any
 
 from retentiond.config.settings import Settings
 from retentiond.engine.decision import Decision
-from retentiond.engine.execute import Run, open_dir_below
+from retentiond.engine.execute import Outcome, Run, open_dir_below
 from retentiond.engine.figures import DiskFigures, StoreStats
 from retentiond.engine.holds import HeldFile
 from retentiond.engine.rollup import IdleView
@@ -33,11 +33,12 @@ from retentiond.kinds.rocketmq.commitlog import expired_pending, newest_kept_ind
 from retentiond.kinds.rocketmq.disk import DiskUsage, measure, round_fields
 from retentiond.kinds.rocketmq.figures import disk_figures, status_fields, store_stats
 from retentiond.kinds.rocketmq.holds import HoldRules, hold_commitlog, hold_queues
-from retentiond.kinds.rocketmq.plan import CommitLogPlan, Plan, QueuesPlan
+from retentiond.kinds.rocketmq.plan import CommitLogPlan, Plan, QueueDecision, QueuesPlan
 from retentiond.kinds.rocketmq.queues import plan_queues
 from retentiond.kinds.rocketmq.reader import BinaryReader, read_index_header
 from retentiond.kinds.rocketmq.report import render_plan
 from retentiond.kinds.rocketmq.scan import QueueLister, scan
+from retentiond.kinds.rocketmq.scancache import LoadedValues
 from retentiond.kinds.rocketmq.snapshot import Snapshot
 from retentiond.kinds.rocketmq.triggers import evaluate, hour_of_day
 from retentiond.reasons import DELETE_REASONS, FORCED_REASONS, Kind, Reason, Verdict
@@ -59,9 +60,9 @@ _IDLE_FLAGS = (
 
 class RocketMQ:
     name = "rocketmq"
-    file_kinds = (Kind.COMMITLOG, Kind.CONSUMEQUEUE, Kind.INDEX)
-    phases = (Kind.COMMITLOG.value, Kind.CONSUMEQUEUE.value)  # the two cleaning services
-    deletion_series = tuple(
+    file_kinds: tuple[Kind, ...] = (Kind.COMMITLOG, Kind.CONSUMEQUEUE, Kind.INDEX)
+    phases: tuple[str, ...] = (Kind.COMMITLOG.value, Kind.CONSUMEQUEUE.value)  # its services
+    deletion_series: tuple[tuple[Kind, Reason], ...] = tuple(
         sorted(
             [(Kind.COMMITLOG, r) for r in DELETE_REASONS if r is not BELOW]
             + [(k, BELOW) for k in (Kind.CONSUMEQUEUE, Kind.INDEX)]
@@ -72,7 +73,7 @@ class RocketMQ:
         self.settings = settings
         self.reader = BinaryReader(settings.mapped_file_size_consumequeue)
         self.lister = QueueLister()  # directory listings carried between rounds
-        self.queue_memo: dict = {}  # earlier per-queue decisions (see plan_queues)
+        self.queue_memo: dict[str, QueueDecision] = {}  # earlier decisions (see plan_queues)
         self.last_physical_min_offset = 0  # upstream CleanConsumeQueueService; 0 after a restart
         self.dry_run_min_offset = 0  # the same gate for dry-run rounds (never for real ones)
         self.last_usage: DiskUsage | None = None  # per-path ratios for the round record
@@ -84,7 +85,7 @@ class RocketMQ:
         self.cache_loaded_queues = 0  # for tests, benchmarks and the start-up log
         # Values from the cache file by queue directory, until a remembering round has
         # planned every queue (then the memo holds what was verified).
-        self.loaded_values: dict = {}
+        self.loaded_values: LoadedValues | None = None
 
     def _scan_cache_path(self) -> Path | None:
         """Beside the journal: the configured journal directory, else the journal's default
@@ -134,7 +135,7 @@ class RocketMQ:
         if settings.mapped_file_size_consumequeue != self.settings.mapped_file_size_consumequeue:
             self.reader = BinaryReader(settings.mapped_file_size_consumequeue)
             self.queue_memo = {}
-            self.loaded_values = {}
+            self.loaded_values = None
             self._saved_reads = 0
         self.settings = settings
 
@@ -182,7 +183,7 @@ class RocketMQ:
                     loaded=self.loaded_values,
                 )
             if qp.examined and rnd.remembers:
-                self.loaded_values = {}  # the memo now holds every queue's verified values
+                self.loaded_values = None  # the memo now holds every queue's verified values
             qp = hold_queues(qp, rnd.hold)
             if qp.examined and rnd.executes:
                 self.last_physical_min_offset = min_offset
@@ -265,7 +266,7 @@ class RocketMQ:
     def status(self) -> dict[str, object]:
         return {"last_commitlog_min_offset": self.last_physical_min_offset}
 
-    def round_fields(self, plan: Plan, deleted: frozenset[str]) -> dict[str, object]:  # type: ignore[override]
+    def round_fields(self, plan: Plan, deleted: frozenset[str]) -> dict[str, object]:
         s = self.settings
         return {
             "triggers": plan.commitlog.triggers.as_dict(),
@@ -303,13 +304,13 @@ class RocketMQ:
         )
 
     # ---- for people and dashboards ------------------------------------------------------
-    def render_plan(self, plan: Plan, *, all_queue_files: bool = False) -> str:  # type: ignore[override]
+    def render_plan(self, plan: Plan, *, all_queue_files: bool = False) -> str:
         return render_plan(plan, all_queue_files=all_queue_files)
 
-    def status_fields(self, plan: Plan, deleted: frozenset[str]) -> dict[str, object]:  # type: ignore[override]
+    def status_fields(self, plan: Plan, deleted: frozenset[str]) -> dict[str, object]:
         return status_fields(plan, self.settings, deleted)
 
-    def store_stats(  # type: ignore[override]
+    def store_stats(
         self, plan: Plan, deleted: frozenset[str], previous: StoreStats | None
     ) -> StoreStats:
         return store_stats(plan, self.settings, deleted, previous)
@@ -317,7 +318,7 @@ class RocketMQ:
     def disk_figures(self, settings: Settings, now_ms: int) -> DiskFigures:
         return disk_figures(settings, now_ms)
 
-    def phases_succeeded(self, plan: Plan) -> tuple[str, ...]:  # type: ignore[override]
+    def phases_succeeded(self, plan: Plan) -> tuple[str, ...]:
         """The queue service always completes; the CommitLog one not when the disk could not
         be measured."""
         if plan.commitlog.triggers.error is None:
@@ -445,7 +446,7 @@ def queue_runs(qp: QueuesPlan, settings: Settings) -> list[Run]:
     return runs
 
 
-def actual_min_offset(cl: CommitLogPlan, outcomes: list) -> int:
+def actual_min_offset(cl: CommitLogPlan, outcomes: list[Outcome]) -> int:
     """The CommitLog minimum after what really happened, not after what was planned."""
     gone = {o.decision.path for o in outcomes if o.deleted}
     for d in cl.decisions:
