@@ -51,4 +51,4 @@ bench-kafka: venv  # issue 10: Kafka plan vs find, 10,000 partitions x 20 segmen
 	$(BIN)/python bench/bench_kafka.py --plan-round
 
 clean:
-	rm -rf $(VENV) $(DEMO) .pytest_cache .ruff_cache .hypothesis
+	rm -rf $(VENV) $(DEMO) .pytest_cache .ruff_cache .mypy_cache .hypothesis

@@ -18,7 +18,7 @@ from pathlib import Path
 from retentiond.config.settings import Settings
 from retentiond.engine.cleaner import RoundResult
 from retentiond.engine.execute import Outcome
-from retentiond.engine.kind import RoundPlan, StoreKind
+from retentiond.engine.kind import AnyKind, RoundPlan
 
 _HOUR_MS = 3_600_000
 # Causes (execute.Outcome.cause) that leave a file on disk that should have gone: tracked as
@@ -104,7 +104,7 @@ class DaemonState:
         with self._lock:
             self.running_since_ms = wall_ms()
 
-    def observe_plan(self, plan: RoundPlan, kind: StoreKind, deleted: frozenset[str]) -> None:
+    def observe_plan(self, plan: RoundPlan, kind: AnyKind, deleted: frozenset[str]) -> None:
         """Record what a scan saw: triggers, disk ratios, expired files left."""
         fields = kind.status_fields(plan, deleted)
         with self._lock:
@@ -115,7 +115,7 @@ class DaemonState:
                 k: v for k, v in fields.items() if k not in ("triggers", "pending_expired")
             }
 
-    def round_done(self, result: RoundResult, kind: StoreKind) -> None:
+    def round_done(self, result: RoundResult, kind: AnyKind) -> None:
         deleted = frozenset(o.decision.path for o in result.deleted)
         self.observe_plan(result.plan, kind, deleted)
         with self._lock:

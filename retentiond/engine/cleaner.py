@@ -34,7 +34,7 @@ from retentiond.engine.guard import STATUS_HELD, Guard
 from retentiond.engine.holders import PROC
 from retentiond.engine.holds import HeldFile, HoldIntervals, resolve
 from retentiond.engine.inuse import PendingTotals
-from retentiond.engine.kind import RoundPlan, StoreKind
+from retentiond.engine.kind import AnyKind, RoundPlan
 from retentiond.engine.owner import OwnerReport
 from retentiond.engine.refused import RefusedFile, record_refusal, waiting
 from retentiond.engine.rollup import RoundFolder
@@ -114,7 +114,7 @@ class RoundResult:
 class Cleaner:
     def __init__(
         self,
-        kind: StoreKind,
+        kind: AnyKind,
         *,
         journal: Journal | SpoolingJournal | None = None,
         stop: threading.Event | None = None,
@@ -418,9 +418,12 @@ class Cleaner:
             log.error("journal records are held in memory (disk full?)", held=self.journal.held)
 
     def _append_rounds(self, records: list[dict[str, object]]) -> None:
+        journal = self.journal
+        if journal is None:  # (a round is journaled only with a journal)
+            return
         for rec in records:
             try:
-                self.journal.append(rec)  # type: ignore[union-attr]
+                journal.append(rec)
             except OSError as exc:
                 log.error("journal write failed for round record", error=str(exc), type=rec["type"])
 

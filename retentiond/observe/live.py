@@ -30,7 +30,7 @@ from retentiond import __version__
 from retentiond.config.kafka import broker_retention
 from retentiond.config.settings import Settings
 from retentiond.engine.figures import StoreStats
-from retentiond.engine.kind import StoreKind
+from retentiond.engine.kind import AnyKind
 
 log = structlog.get_logger("retentiond.metrics")
 
@@ -52,7 +52,7 @@ class MetricsState(Protocol):
 
     base: tuple[str, str]
     stats: StoreStats | None
-    kind: StoreKind
+    kind: AnyKind
     status: Callable[[], Mapping[str, object]] | None
     current_settings: Callable[[], Settings]
     clock_s: Callable[[], float]

@@ -20,11 +20,12 @@ from typing import Any
 from retentiond.config.settings import Settings
 from retentiond.engine.decision import Decision
 from retentiond.engine.disk import measure_path
-from retentiond.engine.execute import Run, open_dir_below
+from retentiond.engine.execute import open_dir_below
 from retentiond.engine.figures import DiskFigures, KindStats, StoreStats
 from retentiond.engine.holds import HeldFile
+from retentiond.engine.kind import RoundServices
 from retentiond.engine.rollup import IdleView
-from retentiond.engine.round import Round
+from retentiond.engine.runs import Run
 from retentiond.kinds.kafka import formats as fm
 from retentiond.kinds.kafka.config import KafkaServerConfig, for_server
 from retentiond.kinds.kafka.metadata import METADATA_PARTITION_DIR, MetadataError, read_metadata
@@ -136,7 +137,7 @@ class Kafka:
     def _config_for(self, snap: KafkaSnapshot, topic: str) -> TopicConfig | None:
         return self.server.config_for(topic, snap.overrides, snap.broker_layers)
 
-    def plan_round(self, snapshot: KafkaSnapshot, rnd: Round) -> KafkaPlan:
+    def plan_round(self, snapshot: KafkaSnapshot, rnd: RoundServices) -> KafkaPlan:
         rnd.phase(Kind.KAFKA_SEGMENT.value)
         planned: list[LogDirPlan] = []
         configs: dict[str, TopicConfig | None] = {}  # a topic's config, worked out once a round
@@ -186,7 +187,7 @@ class Kafka:
         )
 
     def _carry_out(
-        self, ld: LogDirSnapshot, parts: tuple[PartitionPlan, ...], rnd: Round
+        self, ld: LogDirSnapshot, parts: tuple[PartitionPlan, ...], rnd: RoundServices
     ) -> tuple[str, ...]:
         """Each partition's prefix through the engine (holds, journal, re-check, unlink),
         then what the engine does not know: companions, epochs, the checkpoint. Returns

@@ -22,11 +22,12 @@ from typing import Any
 
 from retentiond.config.settings import Settings
 from retentiond.engine.decision import Decision
-from retentiond.engine.execute import Outcome, Run, open_dir_below
+from retentiond.engine.execute import open_dir_below
 from retentiond.engine.figures import DiskFigures, StoreStats
 from retentiond.engine.holds import HeldFile
+from retentiond.engine.kind import RoundServices
 from retentiond.engine.rollup import IdleView
-from retentiond.engine.round import Round
+from retentiond.engine.runs import Outcome, Run
 from retentiond.journal.place import default_journal_dir
 from retentiond.kinds.rocketmq import scancache
 from retentiond.kinds.rocketmq.commitlog import expired_pending, newest_kept_index, plan_commitlog
@@ -156,7 +157,7 @@ class RocketMQ:
         self._load_scan_cache()
         return scan(self.settings, now_ms=now_ms, lister=self.lister)
 
-    def plan_round(self, snapshot: Snapshot, rnd: Round) -> Plan:
+    def plan_round(self, snapshot: Snapshot, rnd: RoundServices) -> Plan:
         s = self.settings
         rnd.phase(Kind.COMMITLOG.value)
         cl = hold_commitlog(self._plan_commitlog(snapshot, rnd), rnd.hold)
@@ -217,7 +218,7 @@ class RocketMQ:
             dry_run=not rnd.executes,
         )
 
-    def _plan_commitlog(self, snap: Snapshot, rnd: Round) -> CommitLogPlan:
+    def _plan_commitlog(self, snap: Snapshot, rnd: RoundServices) -> CommitLogPlan:
         """The CommitLog plan, judged on the disk as it will be once pending bytes are freed.
 
         Pending files are re-checked first (only if there are any). When the plan has
@@ -233,7 +234,7 @@ class RocketMQ:
             cl = self._commitlog_for(snap, usage, rnd)
         return cl
 
-    def _commitlog_for(self, snap: Snapshot, usage: DiskUsage, rnd: Round) -> CommitLogPlan:
+    def _commitlog_for(self, snap: Snapshot, usage: DiskUsage, rnd: RoundServices) -> CommitLogPlan:
         s = self.settings
         adjusted = DiskUsage(
             tuple(rnd.adjusted(u) for u in usage.commitlog), rnd.adjusted(usage.consumequeue)
