@@ -39,7 +39,7 @@ from apscheduler.schedulers.background import BackgroundScheduler
 from apscheduler.triggers.interval import IntervalTrigger
 
 from retentiond.config.settings import Settings
-from retentiond.daemon import control, reload
+from retentiond.daemon import control, reload, shipping
 from retentiond.daemon.notify import Notifier, watchdog_interval_s
 from retentiond.daemon.state import DaemonState, scan_ok, wall_ms
 from retentiond.daemon.statustext import deleted_text, summary_line
@@ -189,9 +189,7 @@ class Daemon:
             IntervalTrigger(seconds=reload.POLL_INTERVAL_S, timezone=UTC),
             id="config-poll",
         )
-        from retentiond.journal import ship  # closed journal segments to retentiond.ship.target
-
-        ship.schedule(
+        shipping.schedule(  # closed journal segments to retentiond.ship.target
             self.scheduler,
             lambda: self.cleaner.settings,
             self.journal,
