@@ -43,7 +43,7 @@ from retentiond.journal.place import shares_store_filesystem
 from retentiond.journal.reconcile import ReconcileResult, reconcile
 from retentiond.journal.spool import SpoolingJournal
 from retentiond.journal.writer import Journal
-from retentiond.reasons import Kind
+from retentiond.reasons import FileKind, Kind
 
 log = structlog.get_logger("retentiond.cleaner")
 
@@ -92,7 +92,7 @@ class RoundResult:
     duration_s: float = 0.0
     slept_s: float = 0.0  # time spent in the pacing sleeps between deletions
     journal_error: str | None = None  # the journal refused a record: the round ended there
-    file_kinds: tuple[Kind, ...] = tuple(Kind)  # the store kind's, for the per-kind counts
+    file_kinds: tuple[FileKind, ...] = tuple(Kind)  # the store kind's, for the per-kind counts
 
     @property
     def deleted(self) -> list[Outcome]:

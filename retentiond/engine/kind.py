@@ -33,7 +33,7 @@ from retentiond.engine.figures import DiskFigures, StoreStats
 from retentiond.engine.holds import HeldFile, HoldIntervals
 from retentiond.engine.rollup import IdleView
 from retentiond.engine.runs import Outcome, Run
-from retentiond.reasons import Kind, Reason
+from retentiond.reasons import AnyReason, FileKind
 
 
 class RoundPlan(Protocol):
@@ -154,11 +154,25 @@ class StoreKind(Protocol[SnapshotT, PlanT]):
     between-round memory (caches, the offsets its passes acted on). ``SnapshotT`` is what
     its ``scan`` returns, ``PlanT`` its plan (a ``RoundPlan``)."""
 
-    name: str
-    file_kinds: tuple[Kind, ...]  # the kinds of file it deletes, for counts and labels
-    phases: tuple[str, ...]  # the stages of its round, in order (``Round.phase``; metrics)
-    # (file kind, reason) pairs its deletions can carry: their counters start at 0.
-    deletion_series: tuple[tuple[Kind, Reason], ...]
+    # Read-only: constants of the kind (its own, possibly narrower, types).
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def file_kinds(self) -> tuple[FileKind, ...]:
+        """The kinds of file it deletes, for counts and labels."""
+        ...
+
+    @property
+    def phases(self) -> tuple[str, ...]:
+        """The stages of its round, in order (``RoundServices.phase``; metrics)."""
+        ...
+
+    @property
+    def deletion_series(self) -> tuple[tuple[FileKind, AnyReason], ...]:
+        """(file kind, reason) pairs its deletions can carry: their counters start at 0."""
+        ...
+
     settings: Settings
 
     def reconfigure(self, settings: Settings) -> None:

@@ -40,7 +40,7 @@ from retentiond.kinds.kafka.offline import (
 from retentiond.kinds.kafka.plan import KafkaPlan, LogDirPlan
 from retentiond.kinds.kafka.policy import PartitionPlan, TopicConfig, plan_partition
 from retentiond.kinds.kafka.scan import LogDirSnapshot, scan_log_dir
-from retentiond.reasons import KAFKA_DELETE_REASONS, Kind, Reason
+from retentiond.reasons import KAFKA_DELETE_REASONS, FileKind, Kind, Reason
 
 
 @dataclass(frozen=True)
@@ -48,7 +48,7 @@ class _NoHolds:
     """Kafka has no forcible interval: a segment held by another process than the broker is
     simply kept (the broker's own holds are the lock)."""
 
-    def interval(self, kind: Kind) -> int:
+    def interval(self, kind: FileKind) -> int:
         return 2**62
 
 

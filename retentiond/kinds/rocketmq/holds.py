@@ -15,7 +15,7 @@ from retentiond.config.settings import Settings
 from retentiond.engine.decision import Decision
 from retentiond.kinds.rocketmq.commitlog import first_kept_offset
 from retentiond.kinds.rocketmq.plan import CommitLogPlan, QueueDecision, QueuesPlan
-from retentiond.reasons import Kind
+from retentiond.reasons import FileKind, Kind
 
 CONSUMEQUEUE_FORCIBLY_MS = 60_000  # MappedFileQueue.deleteExpiredFileByOffset: destroy(1000*60)
 INDEX_FORCIBLY_MS = 3_000  # IndexService.deleteExpiredFile: destroy(3000)
@@ -36,7 +36,7 @@ class HoldRules:
     def from_settings(cls, settings: Settings) -> HoldRules:
         return cls(settings.destroy_mapped_file_interval_forcibly_ms)
 
-    def interval(self, kind: Kind) -> int:
+    def interval(self, kind: FileKind) -> int:
         if kind is Kind.COMMITLOG:
             return self.commitlog_ms
         return self.consumequeue_ms if kind is Kind.CONSUMEQUEUE else self.index_ms

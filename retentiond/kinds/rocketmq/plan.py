@@ -16,7 +16,7 @@ from retentiond.engine.decision import Decision
 from retentiond.engine.identity import FileIdentity
 from retentiond.engine.jsonstream import Rows, encode_decision, materialize
 from retentiond.kinds.rocketmq.triggers import Triggers
-from retentiond.reasons import SCHEMA_VERSION, Kind, Reason, Verdict
+from retentiond.reasons import SCHEMA_VERSION, AnyReason, Kind, Reason, Verdict
 
 
 class _QueueFields(NamedTuple):
@@ -81,7 +81,9 @@ class QueueDecision(_QueueFields):
         stop: Decision | None = None,
     ) -> QueueDecision:
         if stop is None:
-            parts: tuple[Reason | None, bytes | None, str | Decision | None] = (None, None, None)
+            parts: tuple[AnyReason | None, bytes | None, str | Decision | None] = (
+                None, None, None
+            )  # fmt: skip
         else:
             at = len(deleted)
             ident = stop.identity
