@@ -92,7 +92,8 @@ def _plan(args: argparse.Namespace) -> int:
     from retentiond.engine.cleaner import Cleaner
 
     settings = load_settings_or_exit(args.config)
-    cleaner = Cleaner(kind_for(settings))
+    # An incomplete view of /proc (a VM's init) is said only where it changed the plan.
+    cleaner = Cleaner(kind_for(settings), announce_proc_view=False)
     plan = cleaner.plan(manual=args.manual)
     if args.json:
         as_document = getattr(plan, "as_document", None)  # streamed when the kind can
@@ -105,6 +106,9 @@ def _plan(args: argparse.Namespace) -> int:
         print()
     else:
         print(cleaner.kind.render_plan(plan, all_queue_files=args.all))
+    doubt = cleaner.proc_view_doubt()
+    if doubt is not None:
+        print(f"note: {doubt}", file=sys.stderr)
     args.exit_without_teardown = (cleaner, plan)  # see cli.main: the process ends with these
     return EXIT_STORE if plan.store_errors() else EXIT_OK
 

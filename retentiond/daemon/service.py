@@ -303,7 +303,10 @@ class Daemon:
             self.cleaner.redelete_hanged()
         except Exception:  # the round job must survive anything
             log.exception("retrying the first CommitLog file failed")
+        refused = self.cleaner.state.refused  # said at each attempt (Cleaner._note_refusal)
         for path, hung in self.state.prune_hung().items():
+            if path in refused:
+                continue
             log.warning(
                 "file still not deleted",
                 file=path,

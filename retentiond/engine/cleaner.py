@@ -122,7 +122,10 @@ class Cleaner:
         on_outcome: Callable[[Outcome], None] | None = None,
         proc_root: str = PROC,
         hold_rules: HoldIntervals | None = None,
+        announce_proc_view: bool = True,
     ) -> None:
+        """``announce_proc_view``: log once that /proc cannot show every process (rounds);
+        False for a read-only ``plan``, which asks ``proc_view_doubt`` instead."""
         self.kind = kind
         if journal is not None and not isinstance(journal, SpoolingJournal):
             journal = SpoolingJournal(journal)
@@ -133,7 +136,7 @@ class Cleaner:
         self.on_phase: Callable[[str], None] | None = None  # phase marks (metrics)
         self.state = CleanerState()
         self.last_result: RoundResult | None = None
-        self.guard = Guard(proc_root, hold_rules)
+        self.guard = Guard(proc_root, hold_rules, announce=announce_proc_view)
         self.faults = FaultCounters()
         self._bad_files = OnceReporter(self.faults)
         self._store_errors = StoreErrorWatch(self.faults)
@@ -449,6 +452,19 @@ class Cleaner:
         """Whether the last holder map saw every process (False: doubt, files held count as
         held by others); None before the first map."""
         return self.guard.inuse.view_complete
+
+    def proc_view_doubt(self) -> str | None:
+        """After a plan or round: why some files count as held although no holder was seen
+        (/proc could not show every process, and no lease proved nobody had them), in
+        words; None when the view did not change the answer."""
+        if not self.guard.unseen_holds:
+            return None
+        text = self.guard.inuse.incomplete_text()
+        if text is None:
+            return None
+        n = self.guard.unseen_holds
+        files = f"{n} file{'s are' if n != 1 else ' is'}"
+        return f"{files} kept as held by another process because retentiond {text}"
 
     def held_count(self) -> int:
         """Files whose deletion waits because another process holds them."""

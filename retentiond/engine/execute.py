@@ -217,7 +217,9 @@ class Executor:
                 kind=str(outcome.decision.kind),
                 reason=str(outcome.decision.reason),
             )
-        else:
+        elif outcome.cause != "unlink_failed":
+            # A refused unlink is said by the Cleaner, once per attempt, with its backoff
+            # (``Cleaner._note_refusal``): one line per attempt, not two.
             log.warning(
                 "not deleted", file=outcome.decision.path, error=outcome.error, cause=outcome.cause
             )
