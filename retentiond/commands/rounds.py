@@ -39,16 +39,12 @@ def cmd_once(args: argparse.Namespace) -> int:
         print(cleaner.kind.render_plan(plan))
         print("dry run: nothing was deleted")
     else:
-        plan_only = getattr(plan, "plan_only_dirs", None)  # Kafka: dirs a broker holds
-        held = plan_only() if plan_only is not None else []
-        if held:
-            # nothing may go there while the broker runs: say what would, and why not
+        notes = cleaner.kind.plan_only_notes(plan)
+        if notes:
+            # nothing may go there (Kafka: while the broker runs): say what would, and why not
             print(cleaner.kind.render_plan(plan))
-            for d in held:
-                print(
-                    f"plan-only: {d}: another process (the broker) holds its .lock; "
-                    "nothing was deleted there"
-                )
+            for note in notes:
+                print(note)
         for o in result.outcomes:
             state = "deleted" if o.deleted else f"NOT deleted ({o.error})"
             print(f"{state}: {o.decision.path} [{o.decision.reason}]")

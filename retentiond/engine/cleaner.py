@@ -24,6 +24,7 @@ from collections import Counter
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
+from typing import Protocol
 
 import structlog
 
@@ -43,9 +44,32 @@ from retentiond.journal.place import shares_store_filesystem
 from retentiond.journal.reconcile import ReconcileResult, reconcile
 from retentiond.journal.spool import SpoolingJournal
 from retentiond.journal.writer import Journal
-from retentiond.reasons import FileKind, Kind
+from retentiond.reasons import Cause, FileKind, Kind
 
 log = structlog.get_logger("retentiond.cleaner")
+
+
+class RoundListener(Protocol):
+    """An observer of the Cleaner's rounds (the daemon's state, the metrics), registered with
+    ``Cleaner.add_listener``. Called in the round's thread, in the order of registration; a
+    listener that raises is logged and the round goes on. Subclass it to inherit no-op hooks.
+    """
+
+    def round_started(self) -> None:
+        """A round (real or dry) begins, before reconciliation and the scan."""
+        return None
+
+    def phase_started(self, phase: str) -> None:
+        """The kind starts planning one of its phases (``StoreKind.phases``); not in ``plan``."""
+        return None
+
+    def file_done(self, outcome: Outcome) -> None:
+        """One file's outcome, after the journal has its record (safety rule 4)."""
+        return None
+
+    def round_ended(self) -> None:
+        """The round is over: returned, stopped or raised."""
+        return None
 
 
 @contextmanager
@@ -119,7 +143,6 @@ class Cleaner:
         journal: Journal | SpoolingJournal | None = None,
         stop: threading.Event | None = None,
         clock_ms: Callable[[], int] = wall_ms,
-        on_outcome: Callable[[Outcome], None] | None = None,
         proc_root: str = PROC,
         hold_rules: HoldIntervals | None = None,
         announce_proc_view: bool = True,
@@ -132,8 +155,7 @@ class Cleaner:
         self.journal = journal
         self.stop = stop or threading.Event()
         self.clock_ms = clock_ms
-        self.on_outcome = on_outcome  # chained by the daemon's state and the metrics
-        self.on_phase: Callable[[str], None] | None = None  # phase marks (metrics)
+        self.listeners: tuple[RoundListener, ...] = ()  # see add_listener
         self.state = CleanerState()
         self.last_result: RoundResult | None = None
         self.guard = Guard(proc_root, hold_rules, announce=announce_proc_view)
@@ -153,6 +175,20 @@ class Cleaner:
     @property
     def settings(self) -> Settings:
         return self.kind.settings
+
+    def add_listener(self, listener: RoundListener) -> None:
+        """Tell ``listener`` about every round from now on (see ``RoundListener``)."""
+        self.listeners = (*self.listeners, listener)
+
+    def _notify(self, hook: Callable[[RoundListener], None]) -> None:
+        for listener in self.listeners:
+            try:
+                hook(listener)
+            except Exception:  # an observer must never break a round mid-way
+                log.exception("a round listener failed", listener=type(listener).__name__)
+
+    def _phase(self, phase: str) -> None:
+        self._notify(lambda listener: listener.phase_started(phase))
 
     def reconfigure(self, settings: Settings) -> None:
         """Take new settings from the next round on; round state survives a reload."""
@@ -210,7 +246,7 @@ class Cleaner:
         once per backoff step (the rounds in between keep the file without a word)."""
         d = outcome.decision
         now = self.clock_ms()
-        cap = self.settings.redelete_hanged_file_interval_ms
+        cap = self.kind.cadence(self.settings).retry_interval_ms
         record = record_refusal(
             self.state.refused.get(d.path), d, outcome.error or "", outcome.errno, now, cap
         )
@@ -255,7 +291,7 @@ class Cleaner:
             mode=mode,
             held=self._held,
             remember_held=self._remember_held,
-            on_phase=self.on_phase if mode is not Mode.PLAN else None,
+            on_phase=self._phase if mode is not Mode.PLAN else None,
             executor=executor,
             context=context,
             refused=self._refused,
@@ -289,7 +325,7 @@ class Cleaner:
 
     def _outcome(self, outcome: Outcome) -> None:
         """Every file outcome: pending-release and held bookkeeping, counters, then the
-        daemon's and the metrics' hook (read at call time: they chain onto it)."""
+        listeners."""
         d = outcome.decision
         if outcome.deleted:
             if d.path in self.state.held:
@@ -299,14 +335,19 @@ class Cleaner:
                 refused = {p: r for p, r in self.state.refused.items() if p != d.path}
                 self.state = replace(self.state, refused=refused)
             self.guard.note_outcome(outcome, self.clock_ms())
-        elif outcome.cause == "unlink_failed":
+        elif outcome.cause == Cause.UNLINK_FAILED:
             self.faults.unlink_failed += 1
             self._note_refusal(outcome)
-        hook = self.on_outcome
-        if hook is not None:
-            hook(outcome)
+        self._notify(lambda listener: listener.file_done(outcome))
 
     def run_round(self, *, manual: bool = False, dry_run: bool = False) -> RoundResult:
+        self._notify(lambda listener: listener.round_started())
+        try:
+            return self._run_round(manual, dry_run)
+        finally:
+            self._notify(lambda listener: listener.round_ended())
+
+    def _run_round(self, manual: bool, dry_run: bool) -> RoundResult:
         started = time.monotonic()
         if not dry_run:
             self.reconcile()

@@ -32,7 +32,7 @@ from retentiond.engine.kind import AnyKind
 from retentiond.engine.runs import Outcome as Outcome
 from retentiond.engine.runs import Run as Run
 from retentiond.journal.reconcile import writer_identity
-from retentiond.reasons import Reason
+from retentiond.reasons import Cause, Reason
 
 log = structlog.get_logger("retentiond.execute")
 
@@ -121,7 +121,7 @@ class Executor:
         """None if the file may go now; otherwise why not. The engine checks that it is the
         same regular file; the kind checks that its rule still holds."""
         if st is None:
-            return "gone"
+            return Cause.GONE.value
         if not stat.S_ISREG(st.st_mode):
             return "not a regular file any more"
         if d.identity is None or identity_of(st) != d.identity:
@@ -159,7 +159,7 @@ class Executor:
         try:
             dir_fd = self.kind.open_parent(d)
         except OSError as exc:
-            return self._done(Outcome(d, False, f"parent directory: {exc}", "containment"))
+            return self._done(Outcome(d, False, f"parent directory: {exc}", Cause.CONTAINMENT))
         try:
             name = os.path.basename(d.path)
             try:
@@ -168,7 +168,7 @@ class Executor:
                 st = None
             why_not = self._still_qualifies(d, st, floor, ctx.now_ms())
             if why_not is not None:
-                cause = "gone" if why_not == "gone" else "changed"
+                cause = Cause.GONE if why_not == Cause.GONE else Cause.CHANGED
                 return self._done(Outcome(d, False, why_not, cause))
             assert st is not None
             op_id = uuid.uuid4().hex
@@ -177,7 +177,7 @@ class Executor:
             try:
                 self.journal.append(intent)
             except OSError as exc:
-                failed = self._done(Outcome(d, False, f"journal: {exc}", "journal"))
+                failed = self._done(Outcome(d, False, f"journal: {exc}", Cause.JOURNAL))
                 raise JournalFailed(f"intent for {d.path}: {exc}", failed) from exc
             try:
                 os.unlink(name, dir_fd=dir_fd)
@@ -185,7 +185,7 @@ class Executor:
                 abort: dict[str, object] = {
                     "type": "abort", "id": op_id, "file": d.path, "error": str(exc)
                 }  # fmt: skip
-                outcome = Outcome(d, False, f"unlink: {exc}", "unlink_failed", errno=exc.errno)
+                outcome = Outcome(d, False, f"unlink: {exc}", Cause.UNLINK_FAILED, errno=exc.errno)
                 self._outcome_record(abort, outcome)
                 return self._done(outcome)
             record["duration_ms"] = round((time.monotonic() - started) * 1000, 3)

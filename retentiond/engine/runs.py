@@ -13,7 +13,7 @@ class Outcome:
     decision: Decision
     deleted: bool
     error: str | None = None  # why it was not deleted (re-check failed, unlink failed, ...)
-    cause: str | None = None  # short label for metrics: changed, gone, unlink_failed, journal
+    cause: str | None = None  # why it was not deleted, for metrics: a ``reasons.Cause``
     freed_bytes: int | None = None  # allocated bytes (st_blocks * 512) the unlink released
     errno: int | None = None  # the unlink's errno when it failed
 

@@ -18,6 +18,7 @@ import os
 import stat
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
+from typing import ClassVar
 
 from retentiond.config.settings import Settings
 from retentiond.engine.decision import Decision
@@ -26,7 +27,7 @@ from retentiond.engine.execute import open_dir_below
 from retentiond.engine.figures import DiskFigures, KindStats, StoreStats
 from retentiond.engine.holds import HeldFile
 from retentiond.engine.identity import FileIdentity, identity_of
-from retentiond.engine.kind import RoundServices, StoreKind
+from retentiond.engine.kind import Cadence, RoundServices, StatusDoc, StoreKind
 from retentiond.engine.rollup import IdleView
 from retentiond.engine.runs import Run
 from retentiond.reasons import (
@@ -107,8 +108,37 @@ def _number(name: str) -> int | None:
     return int(name) if len(name) == 20 and name.isdigit() else None
 
 
-class StandIn:
-    name = "standin"
+class StandInVoice:
+    """What the stand-in says from a status document alone (``engine.kind.KindVoice``)."""
+
+    name: ClassVar[str] = "standin"
+    product: ClassVar[str] = "Stand-in"
+    info_label_names: ClassVar[tuple[str, ...]] = ("timezone", "dry_run", "standin_max_age_ms")
+
+    @staticmethod
+    def status_lines(doc: StatusDoc, manual_line: str) -> list[str]:
+        scan = doc.get("scan")
+        left = scan.get("files_left") if isinstance(scan, Mapping) else None
+        newest = scan.get("newest") if isinstance(scan, Mapping) else None
+        planned = doc.get("standin_rounds_planned")
+        return [
+            f"numbered  {left if left is not None else '?'} files left, newest {newest}; "
+            f"{planned} rounds planned",
+            manual_line,
+        ]
+
+    @staticmethod
+    def summary_parts(doc: StatusDoc) -> list[str]:
+        scan = doc.get("scan")
+        left = scan.get("files_left") if isinstance(scan, Mapping) else None
+        return [f"{left} numbered files left"]
+
+    @staticmethod
+    def manual_request_text(rounds: object) -> str:
+        return f"manual deletion requested: {rounds} rounds (the stand-in ignores it)"
+
+
+class StandIn(StandInVoice):
     file_kinds: tuple[FileKind, ...] = (NUMBERED,)
     phases: tuple[str, ...] = (PHASE,)
     deletion_series = ((NUMBERED, TOO_OLD),)
@@ -222,6 +252,26 @@ class StandIn:
 
     def phases_succeeded(self, plan: StandInPlan) -> tuple[str, ...]:
         return () if plan.errors else self.phases
+
+    def cadence(self, settings: Settings) -> Cadence:
+        return Cadence(
+            settings.clean_resource_interval_ms, settings.redelete_hanged_file_interval_ms
+        )
+
+    def status_settings(self, settings: Settings, scan: StatusDoc | None) -> dict[str, object]:
+        return {"delete_when": None, "disk": None}
+
+    def log_fields(self, scan: StatusDoc, manual_rounds_left: int) -> dict[str, object]:
+        return dict(scan)
+
+    def info_labels(self, settings: Settings) -> dict[str, str]:
+        return {"standin_max_age_ms": str(self.config.max_age_ms)}
+
+    def reserved_time_s(self, settings: Settings) -> float | None:
+        return self.config.max_age_ms / 1000
+
+    def plan_only_notes(self, plan: StandInPlan) -> list[str]:
+        return []
 
     # ---- just before an unlink ----------------------------------------------------------
     def open_parent(self, decision: Decision) -> int:

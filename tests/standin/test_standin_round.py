@@ -12,6 +12,7 @@ import pytest
 
 from retentiond.config.settings import Settings
 from retentiond.daemon.state import DaemonState
+from retentiond.daemon.statustext import render, summary_line
 from retentiond.engine.cleaner import Cleaner
 from retentiond.engine.jsonstream import encode_decision
 from retentiond.journal.writer import Journal, Origin, read_records
@@ -62,7 +63,8 @@ def test_a_real_round_of_the_stand_in_kind(tmp_path: Path) -> None:
     cleaner = Cleaner(kind, journal=journal, clock_ms=lambda: NOW_MS)
     metrics = RetentionMetrics(settings, kind=kind)
     metrics.watch(cleaner)
-    state = DaemonState(tmp_path / "standin.yaml", settings)
+    state = DaemonState(tmp_path / "standin.yaml", settings, kind)
+    cleaner.add_listener(state)
 
     plan = cleaner.plan()  # what the round will do: changes nothing
     assert [(d.kind, d.reason) for d in plan.decisions()] == [
@@ -108,15 +110,21 @@ def test_a_real_round_of_the_stand_in_kind(tmp_path: Path) -> None:
     )
     assert sample("retentiond_delete_failures_total", {**labels, "cause": "changed"}) == 0
 
-    # The status document: what the kind says of the round.
-    doc = state.snapshot()
+    # The status document and its text: what the kind says of the round, in its own words.
+    doc = {**state.snapshot(), **kind.status()}
+    assert doc["store_kind"] == "standin"
     assert doc["scan"] == {"files_left": 1, "newest": newest.name}
+    assert doc["standin_rounds_planned"] == 1  # a plan remembers nothing
     rounds = doc["rounds"]
     assert isinstance(rounds, dict)
     last = rounds["last"]
     assert isinstance(last, dict)
     assert last["deleted"]["standin_file"]["files"] == 3
-    assert kind.status() == {"standin_rounds_planned": 1}  # a plan remembers nothing
+    text = render(doc, kind).splitlines()
+    assert f"numbered  1 files left, newest {newest.name}; 1 rounds planned" in text
+    assert "manual    none requested" in text
+    assert "          last deleted: standin_file 3 (303 B)" in text
+    assert "1 numbered files left" in summary_line(doc, kind)
 
 
 def test_a_file_that_is_not_old_enough_stops_the_run(tmp_path: Path) -> None:

@@ -25,7 +25,7 @@ from retentiond.engine.decision import Decision
 from retentiond.engine.execute import open_dir_below
 from retentiond.engine.figures import DiskFigures, StoreStats
 from retentiond.engine.holds import HeldFile
-from retentiond.engine.kind import RoundServices
+from retentiond.engine.kind import Cadence, RoundServices, StatusDoc
 from retentiond.engine.rollup import IdleView
 from retentiond.engine.runs import Outcome, Run
 from retentiond.journal.place import default_journal_dir
@@ -42,6 +42,7 @@ from retentiond.kinds.rocketmq.scan import QueueLister, scan
 from retentiond.kinds.rocketmq.scancache import LoadedValues
 from retentiond.kinds.rocketmq.snapshot import Snapshot
 from retentiond.kinds.rocketmq.triggers import evaluate, hour_of_day
+from retentiond.kinds.rocketmq.voice import RocketMQVoice
 from retentiond.reasons import DELETE_REASONS, FORCED_REASONS, Kind, Reason, Verdict
 
 BELOW = Reason.BELOW_COMMITLOG_MIN_OFFSET
@@ -59,8 +60,7 @@ _IDLE_FLAGS = (
 )
 
 
-class RocketMQ:
-    name = "rocketmq"
+class RocketMQ(RocketMQVoice):
     file_kinds: tuple[Kind, ...] = (Kind.COMMITLOG, Kind.CONSUMEQUEUE, Kind.INDEX)
     phases: tuple[str, ...] = (Kind.COMMITLOG.value, Kind.CONSUMEQUEUE.value)  # its services
     deletion_series: tuple[tuple[Kind, Reason], ...] = tuple(
@@ -325,6 +325,61 @@ class RocketMQ:
         if plan.commitlog.triggers.error is None:
             return self.phases
         return (Kind.CONSUMEQUEUE.value,)
+
+    def cadence(self, settings: Settings) -> Cadence:
+        """cleanResourceInterval; redeleteHangedFileInterval."""
+        return Cadence(
+            settings.clean_resource_interval_ms, settings.redelete_hanged_file_interval_ms
+        )
+
+    def status_settings(self, settings: Settings, scan: StatusDoc | None) -> dict[str, object]:
+        """deleteWhen, and the disk: the last scan's ratios against the thresholds in force."""
+        triggers = (scan or {}).get("triggers")
+        t = triggers if isinstance(triggers, Mapping) else {}
+        return {
+            "delete_when": settings.delete_when,
+            "disk": {
+                "commitlog_ratio": t.get("physic_ratio"),
+                "consumequeue_ratio": t.get("logics_ratio"),
+                "state": t.get("disk_state"),
+                "max_used_ratio": settings.disk_max_used_ratio_fraction,
+                "clean_forcibly_ratio": settings.disk_space_clean_forcibly_ratio,
+                "warning_level_ratio": settings.disk_space_warning_level_ratio,
+            },
+        }
+
+    def log_fields(self, scan: StatusDoc, manual_rounds_left: int) -> dict[str, object]:
+        """The triggers as evaluated, the CommitLog ratio, expired files left, manual rounds."""
+        triggers = scan.get("triggers")
+        t = triggers if isinstance(triggers, Mapping) else {}
+        return {
+            "fired": t.get("fired"),
+            "time_up": t.get("time_up"),
+            "usage_exceeds": t.get("usage_exceeds"),
+            "manual": t.get("manual"),
+            "disk_ratio": t.get("physic_ratio"),
+            "pending_expired": scan.get("pending_expired"),
+            "manual_rounds_left": manual_rounds_left,
+        }
+
+    def info_labels(self, settings: Settings) -> dict[str, str]:
+        s = settings
+        return {
+            "file_reserved_time_hours": str(s.file_reserved_time_hours),
+            "delete_when": s.delete_when,
+            "disk_max_used_space_ratio": f"{s.disk_max_used_ratio_fraction:g}",
+            "disk_space_clean_forcibly_ratio": f"{s.disk_space_clean_forcibly_ratio:g}",
+            "disk_space_warning_level_ratio": f"{s.disk_space_warning_level_ratio:g}",
+            "clean_file_forcibly_enable": str(s.clean_file_forcibly_enable).lower(),
+            "delete_file_batch_max": str(s.delete_file_batch_max),
+        }
+
+    def reserved_time_s(self, settings: Settings) -> float | None:
+        """fileReservedTime."""
+        return settings.file_reserved_time_hours * 3600.0
+
+    def plan_only_notes(self, plan: Plan) -> list[str]:
+        return []  # a RocketMQ round deletes beside a running broker, as the broker would
 
     # ---- just before an unlink ----------------------------------------------------------
     def open_parent(self, decision: Decision) -> int:
