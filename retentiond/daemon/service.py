@@ -177,9 +177,13 @@ class Daemon:
             EVENT_JOB_SUBMITTED | EVENT_JOB_MAX_INSTANCES | EVENT_JOB_MISSED,
         )
         interval_ms = self.cleaner.kind.cadence(s).round_interval_ms
+        first = datetime.now(UTC) + timedelta(milliseconds=s.daemon.initial_delay_ms)
         self.scheduler.add_job(
             self._round_job,
             _interval_trigger(interval_ms, s.daemon.initial_delay_ms),
+            # Explicit: a trigger whose start is already past when the scheduler starts (an
+            # initialDelay of 0) would otherwise first fire a whole interval later.
+            next_run_time=first,
             id=ROUND_JOB,
             name="cleaning round",
         )

@@ -166,6 +166,7 @@ class RocketMQ(RocketMQVoice):
         if not rnd.executes and rnd.remembers:
             gate = max(gate, self.dry_run_min_offset)
         qp = QueuesPlan(cl.min_offset_after, gate, examined=False)
+        queue_errors: tuple[str, ...] = ()
         done = rnd.execute(commitlog_run(cl, s))
         if not rnd.halted:
             min_offset = actual_min_offset(cl, done) if rnd.executes else cl.min_offset_after
@@ -185,10 +186,15 @@ class RocketMQ(RocketMQVoice):
                 )
             if qp.examined and rnd.remembers:
                 self.loaded_values = None  # the memo now holds every queue's verified values
+            # Topic or queue directories the walk could not read: nothing under them was
+            # judged. The gate stays where it was, so the next round walks the queues again
+            # (and says so again) instead of skipping them until the minimum next moves.
+            queue_errors = tuple(f"{e.path}: {e.message}" for e in snapshot.queue_errors)
             qp = hold_queues(qp, rnd.hold)
-            if qp.examined and rnd.executes:
+            judged = qp.examined and not queue_errors
+            if judged and rnd.executes:
                 self.last_physical_min_offset = min_offset
-            elif qp.examined and rnd.remembers:
+            elif judged and rnd.remembers:
                 # A dry run remembers the minimum the real round would have acted on (the
                 # CommitLog as if its run had gone), so its next rounds skip the queues as a
                 # real daemon's would instead of re-reading every queue every round. It is
@@ -213,7 +219,8 @@ class RocketMQ(RocketMQVoice):
             foreign=tuple(
                 (f.path, str(f.why)) for f in [*snapshot.foreign, *snapshot.queue_foreign]
             ),
-            errors=tuple(f"{e.path}: {e.message}" for e in snapshot.errors),
+            errors=(*(f"{e.path}: {e.message}" for e in snapshot.errors), *queue_errors),
+            queue_errors=queue_errors,
             manual=rnd.manual,
             dry_run=not rnd.executes,
         )
