@@ -33,6 +33,7 @@ lint: venv-full
 	$(BIN)/ruff check retentiond tests bench
 	$(BIN)/ruff format --check retentiond tests bench
 	$(BIN)/lint-imports  # the layering contracts in pyproject.toml (docs/architecture.md)
+	$(BIN)/mypy  # the package but analytics/, as [tool.mypy] in pyproject.toml says
 
 system-deps:  # apt packages the suite needs (installed as root, named otherwise)
 	bash .ci/system-deps
@@ -64,4 +65,4 @@ bench-kafka: venv  # issue 10: Kafka plan vs find, 10,000 partitions x 20 segmen
 	$(BIN)/python bench/bench_kafka.py --plan-round
 
 clean:
-	rm -rf $(VENV) $(DEMO) .pytest_cache .ruff_cache .hypothesis
+	rm -rf $(VENV) $(DEMO) .pytest_cache .ruff_cache .mypy_cache .hypothesis

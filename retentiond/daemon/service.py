@@ -41,7 +41,7 @@ from apscheduler.triggers.interval import IntervalTrigger
 
 from retentiond.config.loader import load_settings
 from retentiond.config.settings import Settings
-from retentiond.daemon import control, reload
+from retentiond.daemon import control, reload, shipping
 from retentiond.daemon.notify import Notifier, watchdog_interval_s
 from retentiond.daemon.state import DaemonState, scan_ok, wall_ms
 from retentiond.daemon.statustext import deleted_text, summary_line
@@ -198,9 +198,7 @@ class Daemon:
             IntervalTrigger(seconds=reload.POLL_INTERVAL_S, timezone=UTC),
             id="config-poll",
         )
-        from retentiond.journal import ship  # closed journal segments to retentiond.ship.target
-
-        ship.schedule(
+        shipping.schedule(  # closed journal segments to retentiond.ship.target
             self.scheduler,
             lambda: self.cleaner.settings,
             self.journal,

@@ -29,7 +29,7 @@ from prometheus_client.registry import Collector
 from retentiond import __version__
 from retentiond.config.settings import Settings
 from retentiond.engine.figures import StoreStats
-from retentiond.engine.kind import StoreKind
+from retentiond.engine.kind import AnyKind
 from retentiond.kinds import VOICES
 
 log = structlog.get_logger("retentiond.metrics")
@@ -48,7 +48,7 @@ class MetricsState(Protocol):
 
     base: tuple[str, str]
     stats: StoreStats | None
-    kind: StoreKind
+    kind: AnyKind
     status: Callable[[], Mapping[str, object]] | None
     current_settings: Callable[[], Settings]
     clock_s: Callable[[], float]
@@ -161,7 +161,14 @@ class LiveCollector(Collector):
 
     # ---- the daemon's status ------------------------------------------------------------
     @staticmethod
-    def _status_families() -> tuple[Metric, ...]:
+    def _status_families() -> tuple[
+        GaugeMetricFamily,
+        GaugeMetricFamily,
+        GaugeMetricFamily,
+        CounterMetricFamily,
+        GaugeMetricFamily,
+        GaugeMetricFamily,
+    ]:
         return (
             _g(
                 "retentiond_expired_files_pending",
@@ -209,12 +216,12 @@ class LiveCollector(Collector):
         held_dirs = set(held) if isinstance(held, list) else set()
         for d in settings.store_dirs:
             plan_only.add_metric([*base, d], 1.0 if d in held_dirs else 0.0)
-        if isinstance(doc.get("pending_expired"), int):
-            pending.add_metric(base, doc["pending_expired"])  # type: ignore[arg-type]
+        if isinstance(expired := doc.get("pending_expired"), int):
+            pending.add_metric(base, expired)
         hung_files = doc.get("hung_files")
         hung.add_metric(base, len(hung_files) if isinstance(hung_files, list) else 0)
-        if isinstance(doc.get("manual_rounds_left"), int):
-            manual.add_metric(base, doc["manual_rounds_left"])  # type: ignore[arg-type]
+        if isinstance(left := doc.get("manual_rounds_left"), int):
+            manual.add_metric(base, left)
         config = doc.get("config")
         config = config if isinstance(config, Mapping) else {}
         counts = config.get("reloads")
