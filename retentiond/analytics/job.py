@@ -30,8 +30,13 @@ from pyspark.sql.types import (
 )
 
 from retentiond.analytics import risk, tables
-from retentiond.analytics.report import write_report
-from retentiond.analytics.schema import READ_SCHEMAS, SUPPORTED_SCHEMA_VERSION
+from retentiond.analytics import report as report_mod
+from retentiond.analytics.schema import (
+    KNOWN_SCHEMA_VERSION,
+    READ_MIXED,
+    READ_SCHEMAS,
+    READ_TYPES,
+)
 
 # Exit codes of the README's table (retentiond.commands.common, which this module, below the
 # commands, does not import).
@@ -45,8 +50,15 @@ TABLES = (
     "effective_retention",
     "disk_pressure",
     "capacity_forecast",
+    "data_at_risk",
+    "rescue",
     "fleet_summary",
 )
+# The shipped layouts (retentiond/journal/ship.py): 1 is a directory per record type,
+# ``<input>/<type>/dt=/cluster=/broker=/``; 2 keeps every type of a segment's day in one file,
+# ``<input>/v2/dt=/cluster=/broker=/``. The job reads both, side by side.
+MIXED_DIR = "v2"
+TOP_OFFENDERS = 20
 
 FLEET_SCHEMA = StructType(
     [
@@ -77,14 +89,68 @@ FLEET_SCHEMA = StructType(
         StructField("ms_over_warning_level", LongType()),
         StructField("stuck_rounds", LongType()),
         StructField("error_rounds", LongType()),
+        StructField("store_kind", StringType()),
+        StructField("forced_days_7d", LongType()),
+        StructField("messages_lost", LongType()),
+        StructField("rescue_files", LongType()),
+        StructField("rescue_bytes", LongType()),
+        StructField("last_rescue_dt", StringType()),
         StructField("dt", StringType()),
     ]
 )
 
 
 @dataclass
+class Inputs:
+    """What the job had: where it looked, what it read and what it left out, and why."""
+
+    root: str
+    since: str | None = None
+    layouts: dict[str, int] = field(default_factory=dict)  # layout -> files read
+    records: dict[str, int] = field(default_factory=dict)  # record type -> records used
+    versions: dict[int, int] = field(default_factory=dict)  # schema version -> records
+    skipped: dict[str, int] = field(default_factory=dict)  # why -> records
+    first_dt: str | None = None
+    last_dt: str | None = None
+    days: int = 0
+    brokers: int = 0
+    clusters: int = 0
+
+    def lines(self) -> list[str]:
+        """The inputs in words, for the log and the top of the report."""
+        files = ", ".join(
+            f"{n:,} files of layout {k}" for k, n in sorted(self.layouts.items())
+        ) or "no files"
+        since = f" since {self.since}" if self.since else ""
+        out = [
+            f"read {self.root}{since}: {files}",
+            f"{sum(self.records.values()):,} records used ("
+            + ", ".join(f"{n:,} {t}" for t, n in self.records.items())
+            + f") from {self.brokers} brokers in {self.clusters} clusters over {self.days} days"
+            + (f" ({self.first_dt} to {self.last_dt})" if self.first_dt else ""),
+            "schema versions: "
+            + (", ".join(f"{v}: {n:,}" for v, n in sorted(self.versions.items())) or "none"),
+        ]
+        newer = sum(n for v, n in self.versions.items() if v > KNOWN_SCHEMA_VERSION)
+        if newer:
+            out.append(
+                f"{newer:,} records are of a schema newer than this job knows "
+                f"({KNOWN_SCHEMA_VERSION}): read with the fields it knows"
+            )
+        if self.skipped:
+            out.append(
+                "skipped: "
+                + "; ".join(f"{n:,} {why}" for why, n in sorted(self.skipped.items()))
+            )
+        else:
+            out.append("skipped: nothing")
+        return out
+
+
+@dataclass
 class Result:
     as_of: str | None
+    inputs: Inputs | None = None
     counts: dict[str, int] = field(default_factory=dict)  # tables written (fleet: its rows)
     report: Path | None = None
     seconds: float = 0.0
@@ -188,28 +254,128 @@ def _trim_hadoop_defaults(spark: SparkSession, *, local_files: bool) -> None:
             conf.unset(key)
 
 
-def read_records(spark: SparkSession, root: str, kind: str, since: str | None) -> DataFrame:
-    """One record type from the shipped layout, read once with only the fields the tables use
-    (``schema.READ_SCHEMAS``: the parser skips the rest); an absent directory is an empty
-    table."""
-    schema = READ_SCHEMAS[kind]
-    path = f"{root.rstrip('/')}/{kind}"
+def _read_json(spark: SparkSession, path: str, schema: StructType) -> DataFrame | None:
+    """JSON lines under ``path`` with ``schema``; None when there is no such directory."""
     if not _exists(spark, path):
         # asked first: Spark's reader logs a Java stack trace for a missing path before it
         # raises (a fleet whose brokers never shipped a round_summary has no such directory)
-        df = spark.createDataFrame([], schema)
-    else:
-        try:
-            df = spark.read.schema(schema).option("basePath", path).json(path)
-        except AnalysisException as exc:
-            if "PATH_NOT_FOUND" not in str(exc) and "does not exist" not in str(exc):
-                raise
-            df = spark.createDataFrame([], schema)
-    df = df.where(F.col("type") == kind)
-    df = df.where(F.coalesce(F.col("schema_version"), F.lit(1)) <= SUPPORTED_SCHEMA_VERSION)
+        return None
+    try:
+        return spark.read.schema(schema).option("basePath", path).json(path)
+    except AnalysisException as exc:
+        if "PATH_NOT_FOUND" not in str(exc) and "does not exist" not in str(exc):
+            raise
+        return None
+
+
+def _conform(df: DataFrame, layout: int, directory: str | None) -> DataFrame:
+    """A read of either layout with every column of ``READ_MIXED`` (absent ones null), its
+    layout and, for layout 1, the type its directory names."""
+    have = set(df.columns)
+    cols = [
+        F.col(f.name) if f.name in have else F.lit(None).cast(f.dataType).alias(f.name)
+        for f in READ_MIXED.fields
+    ]
+    return df.select(
+        *cols,
+        F.lit(layout).alias("layout"),
+        F.lit(directory).cast("string").alias("dir_type"),
+    )
+
+
+def read_all(
+    spark: SparkSession, root: str, since: str | None
+) -> tuple[DataFrame, dict[str, int]]:
+    """Every record the job reads, of both shipped layouts, in one DataFrame with the fields
+    any table uses (the JSON parser skips the rest); and the files read per layout."""
+    base = root.rstrip("/")
+    frames, files = [], {}
+    for kind in READ_TYPES:
+        df = _read_json(spark, f"{base}/{kind}", READ_SCHEMAS[kind])
+        if df is not None:
+            frames.append(_conform(df, 1, kind))
+            files["1"] = files.get("1", 0) + len(df.inputFiles())
+    mixed = _read_json(spark, f"{base}/{MIXED_DIR}", READ_MIXED)
+    if mixed is not None:
+        frames.append(_conform(mixed, 2, None))
+        files["2"] = len(mixed.inputFiles())
+    if not frames:
+        frames.append(_conform(spark.createDataFrame([], READ_MIXED), 1, None))
+    out = frames[0]
+    for df in frames[1:]:
+        out = out.unionByName(df)
     if since:
-        df = df.where(F.col("dt") >= since)
-    return df
+        out = out.where(F.col("dt") >= since)
+    return out, files
+
+
+def records_of(records: DataFrame, kind: str) -> DataFrame:
+    """The records of one type, with that type's columns (``schema.READ_SCHEMAS``)."""
+    return records.where(F.col("type") == kind).select(
+        *(f.name for f in READ_SCHEMAS[kind].fields)
+    )
+
+
+def read_records(spark: SparkSession, root: str, kind: str, since: str | None) -> DataFrame:
+    """One record type, of either layout."""
+    records, _ = read_all(spark, root, since)
+    return records_of(_usable(records), kind)
+
+
+def _usable(records: DataFrame) -> DataFrame:
+    """Records the tables use: of a type the job reads, and in layout 1 the type of their
+    directory (a record filed elsewhere is counted apart, not used)."""
+    t = F.col("type")
+    return records.where(
+        t.isin(list(READ_TYPES)) & (F.col("dir_type").isNull() | (F.col("dir_type") == t))
+    )
+
+
+def _inputs(records: DataFrame, root: str, since: str | None, files: dict[str, int]) -> Inputs:
+    """One aggregate over the cached records: what there was, and what was left out."""
+    t = F.col("type")
+    why = (
+        F.when(t.isNull(), F.lit("unreadable lines (not JSON, or not a journal record)"))
+        .when(
+            F.col("dir_type").isNotNull() & (F.col("dir_type") != t),
+            F.lit("records filed under another type's directory"),
+        )
+        .when(~t.isin(list(READ_TYPES)), F.concat(t, F.lit(" records (not analysed)")))
+        .when(
+            (t == "deletion") & F.coalesce(F.col("dry_run"), F.lit(False)),
+            F.lit("dry-run deletions (nothing was deleted)"),
+        )
+    )
+    rows = (
+        records.groupBy(
+            why.alias("why"), t.alias("type"), F.col("schema_version").alias("version"), "dt"
+        )
+        .agg(F.count(F.lit(1)).alias("n"))
+        .collect()
+    )
+    brokers = (
+        records.where(why.isNull())
+        .select("cluster", "broker", "host")
+        .distinct()
+        .groupBy()
+        .agg(F.count(F.lit(1)).alias("b"), F.count_distinct("cluster").alias("c"))
+        .collect()[0]
+    )
+    inputs = Inputs(root, since, dict(sorted(files.items())))
+    days = set()
+    for r in rows:
+        if r["why"] is not None:
+            inputs.skipped[r["why"]] = inputs.skipped.get(r["why"], 0) + r["n"]
+            continue
+        inputs.records[r["type"]] = inputs.records.get(r["type"], 0) + r["n"]
+        v = r["version"] if r["version"] is not None else 1
+        inputs.versions[v] = inputs.versions.get(v, 0) + r["n"]
+        days.add(r["dt"])
+    inputs.records = {k: inputs.records[k] for k in READ_TYPES if k in inputs.records}
+    inputs.days = len(days)
+    inputs.first_dt, inputs.last_dt = (min(days), max(days)) if days else (None, None)
+    inputs.brokers, inputs.clusters = int(brokers["b"] or 0), int(brokers["c"] or 0)
+    return inputs
 
 
 def _write(df: DataFrame, output: str, name: str) -> None:
@@ -261,46 +427,70 @@ def analyze(
     """Build and write every table (and the report); the tests call this with their session."""
     started = time.monotonic()
     configure(spark, (input_root, output))
-    deletions = tables.real_deletions(read_records(spark, input_root, "deletion", since)).cache()
-    rounds = read_records(spark, input_root, "round", since)
-    summaries = read_records(spark, input_root, "round_summary", since)
-    prepared = tables.prepare_rounds(rounds, summaries).cache()
-    last = deletions.select(F.max("dt")).union(prepared.select(F.max("dt"))).agg(F.max("max(dt)"))
-    as_of = last.collect()[0][0]
+    raw, files = read_all(spark, input_root, since)
+    # One scan of the input (both layouts, every record type), kept in memory: the inputs'
+    # figures, the deletions and the rounds are all read from this cache.
+    records = raw.cache()
+    inputs = _inputs(records, input_root, since, files)
     mark = _Stopwatch(started)
     steps = {"read, parse and cache the records": mark()}
+    usable = _usable(records)
+    deletions = tables.real_deletions(records_of(usable, "deletion"))
+    rounds = records_of(usable, "round")
+    summaries = records_of(usable, "round_summary")
+    prepared = tables.prepare_rounds(rounds, summaries).cache()
+    as_of = inputs.last_dt
     if as_of is None:
-        deletions.unpersist()
+        records.unpersist()
         prepared.unpersist()
-        return Result(None, seconds=time.monotonic() - started)
+        return Result(None, inputs, seconds=time.monotonic() - started)
     pressure = tables.disk_pressure(prepared).cache()
     forecast = tables.capacity_forecast(pressure, prepared, as_of).cache()
+    at_risk = tables.data_at_risk(deletions).cache()
     built = {
-        "daily_reclaim": tables.daily_reclaim(deletions),
+        "daily_reclaim": tables.daily_reclaim(deletions).cache(),
         "forced_deletions": tables.forced_deletions(deletions),
         "effective_retention": tables.effective_retention(deletions),
         "disk_pressure": pressure,
         "capacity_forecast": forecast,
+        "data_at_risk": at_risk,
+        "rescue": tables.rescue(deletions),
     }
-    result = Result(as_of, steps=steps)
+    result = Result(as_of, inputs, steps=steps)
     for name, df in built.items():
         _write(df, output, name)
         result.counts[name] = -1  # not counted: a count would be one more pass over the data
         steps[name] = mark()
-    window = tables.broker_window(deletions, pressure, prepared)
+    window = tables.broker_window(deletions, pressure, prepared, as_of)
     merged = window.join(forecast.drop("dt"), tables.KEY, "left")
-    fleet = risk.rank(_rows(merged))
+    losses = _losses_by_broker(at_risk)
+    fleet = risk.rank(_rows(merged), losses)
     fleet_df = spark.createDataFrame([_fleet_row(r, as_of) for r in fleet], FLEET_SCHEMA)
     _write(fleet_df, output, "fleet_summary")
     result.counts["fleet_summary"] = len(fleet)
     steps["fleet_summary"] = mark()
     if report_dir is not None:
-        result.report = _report(report_dir, as_of, fleet, pressure, built["daily_reclaim"])
+        result.report = _report(report_dir, as_of, inputs, fleet, built, prepared)
         steps["report"] = mark()
-    for df in (deletions, prepared, pressure, forecast):
+    for df in (records, prepared, pressure, forecast, at_risk, built["daily_reclaim"]):
         df.unpersist()
     result.seconds = time.monotonic() - started
     return result
+
+
+def _losses_by_broker(at_risk: DataFrame) -> dict[tuple, list[dict[str, Any]]]:
+    """Per broker, its (group, topic) pairs that lost messages over the window, worst first."""
+    rows = _rows(
+        at_risk.groupBy(*tables.KEY, "group", "topic").agg(
+            F.sum("messages_lost").cast("long").alias("messages")
+        )
+    )
+    out: dict[tuple, list[dict[str, Any]]] = {}
+    for r in rows:
+        out.setdefault((r["cluster"], r["broker"], r["host"]), []).append(r)
+    for v in out.values():
+        v.sort(key=lambda r: (-r["messages"], str(r["group"]), str(r["topic"])))
+    return out
 
 
 class _Stopwatch:
@@ -330,20 +520,50 @@ def _fleet_row(r: dict[str, Any], as_of: str) -> dict[str, Any]:
 
 
 def _report(
-    directory: Path, as_of: str, fleet: list[dict], pressure: DataFrame, reclaim: DataFrame
+    directory: Path,
+    as_of: str,
+    inputs: Inputs,
+    fleet: list[dict],
+    built: dict[str, DataFrame],
+    prepared: DataFrame,
 ) -> Path:
-    daily = _rows(pressure.select("dt", *tables.KEY, "max_ratio"))
-    by_reason = reclaim.groupBy("dt", "reason").agg(F.sum("bytes").alias("bytes"))
-    summary = {
-        "as_of": as_of,
-        "first_dt": min((r["dt"] for r in daily), default=as_of),
-        "brokers": len(fleet),
-        "clusters": len({r["cluster"] for r in fleet}),
-        "deletions": sum(r.get("files_deleted") or 0 for r in fleet),
-        "bytes": sum(r.get("bytes_reclaimed") or 0 for r in fleet),
-        "rounds": sum(r.get("rounds") or 0 for r in fleet),
-    }
-    return write_report(directory, summary, fleet, daily, _rows(by_reason))
+    """Collect what the report shows (small: per broker and day, or the top offenders) and
+    write it."""
+    charted = report_mod.charted_brokers(fleet)
+    keys = [tuple(r[k] for k in tables.KEY) for r in charted]
+    spark = prepared.sparkSession
+    wanted = spark.createDataFrame(keys, ", ".join(f"{k} string" for k in tables.KEY))
+    hourly = tables.hourly_ratio(prepared.join(F.broadcast(wanted), tables.KEY, "left_semi"))
+    reclaim = built["daily_reclaim"]
+    at_risk = built["data_at_risk"]
+    data = report_mod.ReportData(
+        as_of=as_of,
+        inputs=inputs.lines(),
+        fleet=fleet,
+        hourly=_rows(hourly),
+        broker_reclaim=_rows(
+            reclaim.join(F.broadcast(wanted), tables.KEY, "left_semi")
+            .groupBy("dt", *tables.KEY, "reason")
+            .agg(F.sum("bytes").alias("bytes"))
+        ),
+        fleet_reclaim=_rows(
+            reclaim.groupBy("dt", "reason").agg(F.sum("bytes").cast("long").alias("bytes"))
+        ),
+        kind_reclaim=_rows(
+            reclaim.groupBy("kind", "reason").agg(
+                F.sum("files").cast("long").alias("files"),
+                F.sum("bytes").cast("long").alias("bytes"),
+            )
+        ),
+        top_topics=_rows(tables.top_losses(at_risk, "topic", TOP_OFFENDERS)),
+        top_groups=_rows(tables.top_losses(at_risk, "group", TOP_OFFENDERS)),
+        data_at_risk=_rows(
+            at_risk.orderBy(F.desc("messages_lost")).limit(report_mod.FULL_ROWS_MAX)
+        ),
+        data_at_risk_rows=at_risk.count(),
+        rescue=_rows(built["rescue"].orderBy(F.desc("dt"), *tables.KEY)),
+    )
+    return report_mod.write_report(directory, data)
 
 
 def _is_local(path: str) -> bool:
@@ -373,6 +593,8 @@ def run(args: argparse.Namespace) -> int:
         result = analyze(spark, args.input, args.output, since=args.since, report_dir=Path(report))
     finally:
         spark.stop()
+    for line in result.inputs.lines() if result.inputs else ():
+        print(f"inputs: {line}", file=sys.stderr)
     if result.as_of is None:
         since = f" since {args.since}" if args.since else ""
         print(f"error: no records under {args.input}{since}; no report written", file=sys.stderr)

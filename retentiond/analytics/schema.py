@@ -19,7 +19,13 @@ from pyspark.sql.types import (
     StructType,
 )
 
-SUPPORTED_SCHEMA_VERSION = 2  # 2 added the keep reason unlink_refused only
+# The newest journal schema this job was written against: 2 (round_summary), then the two
+# bumps of docs/journal.md's shared fields, ``loss`` (what a deletion loses) and ``rescue``
+# (Kafka rescue), whichever merges first. Every version from 2 up is read: fields are only
+# ever added, and a record without ``loss`` or ``rescue`` contributes nothing to the tables
+# built on them. Records of a newer version are read too, with the fields this job knows, and
+# counted apart in the report's inputs.
+KNOWN_SCHEMA_VERSION = 4
 
 
 def _f(name: str, kind: object) -> StructField:
@@ -55,6 +61,32 @@ DELETION = StructType(
         _f("queue_id", IntegerType()),
         _f("duration_ms", DoubleType()),
         _f("file_reserved_time_hours", IntegerType()),
+        _f("partition", IntegerType()),
+        _f("rescue", BooleanType()),
+        _f(
+            "loss",
+            StructType(
+                [
+                    _f("progress", StringType()),
+                    _f("messages", LongType()),
+                    _f(
+                        "groups",
+                        ArrayType(
+                            StructType(
+                                [
+                                    _f("group", StringType()),
+                                    _f("topic", StringType()),
+                                    _f("messages", LongType()),
+                                    _f("state", StringType()),
+                                ]
+                            )
+                        ),
+                    ),
+                    _f("timers", LongType()),
+                    _f("half_messages", LongType()),
+                ]
+            ),
+        ),
         *_PARTITIONS,
     ]
 )
@@ -111,6 +143,7 @@ ROUND = StructType(
         _f("file_reserved_time_hours", IntegerType()),
         _f("interval_ms", LongType()),
         _f("thresholds", _THRESHOLDS),
+        _f("plan_only_log_dirs", ArrayType(StringType())),
         _f(
             "disk",
             ArrayType(
@@ -157,6 +190,7 @@ ROUND_SUMMARY = StructType(
         _f("file_reserved_time_hours", IntegerType()),
         _f("interval_ms", LongType()),
         _f("thresholds", _THRESHOLDS),
+        _f("plan_only_log_dirs", ArrayType(StringType())),
         *_PARTITIONS,
     ]
 )
@@ -165,11 +199,12 @@ SCHEMAS = {"deletion": DELETION, "round": ROUND, "round_summary": ROUND_SUMMARY}
 
 
 def prune(schema: StructType, keep: dict[str, object]) -> StructType:
-    """The part of ``schema`` named by ``keep`` (a field -> True, or -> a nested ``keep``).
+    """The part of ``schema`` named by ``keep`` (a field -> True, or -> a nested ``keep`` for a
+    struct or an array of structs).
 
     The job reads each record type with only the fields its tables use: the JSON parser then
-    skips every other value (the ``disk`` array, file names, ids, triggers it does not need)
-    instead of building it, which is most of the cost of reading a record.
+    skips every other value (file names, ids, triggers it does not need) instead of building
+    it, which is most of the cost of reading a record.
     """
     fields = []
     for f in schema.fields:
@@ -178,7 +213,29 @@ def prune(schema: StructType, keep: dict[str, object]) -> StructType:
             fields.append(f)
         elif isinstance(want, dict) and isinstance(f.dataType, StructType):
             fields.append(_f(f.name, prune(f.dataType, want)))
+        elif (
+            isinstance(want, dict)
+            and isinstance(f.dataType, ArrayType)
+            and isinstance(f.dataType.elementType, StructType)
+        ):
+            fields.append(_f(f.name, ArrayType(prune(f.dataType.elementType, want))))
     return StructType(fields)
+
+
+def merge(*schemas: StructType) -> StructType:
+    """One schema holding every field of ``schemas`` (structs merged field by field): how a
+    file of the mixed layout, where every record type shares the file, is read in one pass."""
+    fields: dict[str, StructField] = {}
+    for schema in schemas:
+        for f in schema.fields:
+            have = fields.get(f.name)
+            if have is None:
+                fields[f.name] = f
+            elif isinstance(have.dataType, StructType) and isinstance(f.dataType, StructType):
+                fields[f.name] = _f(f.name, merge(have.dataType, f.dataType))
+            elif have.dataType != f.dataType:
+                raise ValueError(f"{f.name}: {have.dataType} and {f.dataType}")
+    return StructType(list(fields.values()))
 
 
 _READ = {"schema_version": True, "type": True, "host": True, "file_reserved_time_hours": True}
@@ -198,7 +255,10 @@ READ_SCHEMAS = {
         {
             **_READ,
             **_READ_PARTITIONS,
-            **dict.fromkeys(["kind", "reason", "forced", "dry_run", "bytes", "age_ms"], True),
+            **dict.fromkeys(
+                ["kind", "reason", "forced", "dry_run", "bytes", "age_ms", "rescue"], True
+            ),
+            "loss": {"groups": True},
         },
     ),
     "round": prune(
@@ -210,6 +270,8 @@ READ_SCHEMAS = {
             ),
             "deleted": {"commitlog": {"files": True}},
             **dict.fromkeys(["failures", "expired_pending", "errors"], True),
+            "disk": {"ratio": True},
+            "plan_only_log_dirs": True,
         },
     ),
     "round_summary": prune(
@@ -223,6 +285,14 @@ READ_SCHEMAS = {
             "state_ms": True,
             "stuck_rounds": True,
             "max": {"expired_pending": True},
+            "plan_only_log_dirs": True,
         },
     ),
 }
+
+#: Record types the job reads, in the order of ``READ_SCHEMAS``.
+READ_TYPES = tuple(READ_SCHEMAS)
+
+#: A file of the mixed layout (layout 2: every record type of a segment's day in one file),
+#: read once with every field any table uses.
+READ_MIXED = merge(*READ_SCHEMAS.values())

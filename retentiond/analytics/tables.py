@@ -13,6 +13,10 @@ HOUR_MS = 3_600_000.0
 MAX_PROJECTION_DAYS = 3650  # further than ten years out is "not in sight", not a date
 OVER_MAX = ["over_max_ratio", "clean_forcibly", "warning_level"]
 OVER_FORCIBLY = ["clean_forcibly", "warning_level"]
+# The kinds whose deletions measure retention: a RocketMQ CommitLog file, a Kafka segment.
+RETENTION_KINDS = ["commitlog", "kafka_segment"]
+# retentiond.kafka.diskWarningRatio's default, for Kafka rounds that name no threshold
+KAFKA_WARNING_RATIO = 0.90
 
 
 def _hours(col: Column) -> Column:
@@ -28,7 +32,16 @@ def real_deletions(deletions: DataFrame) -> DataFrame:
     """Deletions that happened (not dry runs), with only the columns the tables use: what
     the job caches, so the cache holds no column nobody reads."""
     return deletions.where(~F.coalesce(F.col("dry_run"), F.lit(False))).select(
-        "dt", *KEY, "kind", "reason", "forced", "bytes", "age_ms", "file_reserved_time_hours"
+        "dt",
+        *KEY,
+        "kind",
+        "reason",
+        "forced",
+        "bytes",
+        "age_ms",
+        "file_reserved_time_hours",
+        F.coalesce(F.col("rescue"), F.lit(False)).alias("rescue"),
+        F.col("loss.groups").alias("loss_groups"),
     )
 
 
@@ -57,11 +70,42 @@ def forced_deletions(d: DataFrame) -> DataFrame:
     )
 
 
+def data_at_risk(d: DataFrame) -> DataFrame:
+    """Per day, broker, file kind, topic and consumer group: messages deleted before the
+    group consumed them (``loss.groups`` of the deletion records, schema 3 and up; records
+    without it contribute nothing) and how many deleted files held them."""
+    g = d.where(F.size("loss_groups") > 0).select(
+        "dt", *KEY, "kind", F.explode("loss_groups").alias("g")
+    )
+    return (
+        g.where(F.col("g.messages") > 0)
+        .groupBy("dt", *KEY, "kind", F.col("g.topic").alias("topic"), F.col("g.group").alias("group"))
+        .agg(
+            F.sum("g.messages").cast("long").alias("messages_lost"),
+            F.count(F.lit(1)).alias("files"),
+        )
+    )
+
+
+def rescue(d: DataFrame) -> DataFrame:
+    """Per day, broker and reason: what ``retentiond rescue`` deleted (records with
+    ``"rescue": true``, schema 4 and up) to get a stopped Kafka broker running again."""
+    return (
+        d.where(F.col("rescue"))
+        .groupBy("dt", *KEY, "reason")
+        .agg(
+            F.count(F.lit(1)).alias("files"),
+            F.coalesce(F.sum("bytes"), F.lit(0)).cast("long").alias("bytes"),
+        )
+    )
+
+
 def effective_retention(d: DataFrame) -> DataFrame:
-    """Per day and broker: the age of CommitLog files at deletion against fileReservedTime."""
+    """Per day and broker: the age of CommitLog files (Kafka: segments) at deletion against
+    fileReservedTime (Kafka's retention is per topic: no configured figure here)."""
     reserved = F.col("file_reserved_time_hours")
     out = (
-        d.where(F.col("kind") == "commitlog")
+        d.where(F.col("kind").isin(RETENTION_KINDS))
         .groupBy("dt", *KEY)
         .agg(
             F.count(F.lit(1)).alias("files"),
@@ -97,7 +141,19 @@ def prepare_rounds(rounds: DataFrame, summaries: DataFrame | None = None) -> Dat
     interval. A summary already carries the time between its own rounds (``state_ms``); its
     last round is weighed here like any round (``tail_ms``), against the next record's start.
     """
-    ratio = F.greatest("triggers.physic_ratio", "triggers.logics_ratio")
+    kafka = F.col("plan_only_log_dirs").isNotNull()  # a field only Kafka rounds carry
+    store_kind = F.when(kafka, F.lit("kafka")).otherwise(F.lit("rocketmq"))
+    # RocketMQ: the worse of its two ratios; Kafka: the fullest log dir's disk
+    ratio = F.when(
+        kafka, F.array_max(F.col("disk.ratio"))
+    ).otherwise(F.greatest("triggers.physic_ratio", "triggers.logics_ratio"))
+    warning = F.col("thresholds.warning_level_ratio")
+    warning = F.when(kafka, F.coalesce(warning, F.lit(KAFKA_WARNING_RATIO))).otherwise(warning)
+    # Kafka has two disk states (ok, warning_level), from its ratio and diskWarningRatio
+    state = F.when(
+        kafka,
+        F.when(ratio >= warning, F.lit("warning_level")).when(ratio.isNotNull(), F.lit("ok")),
+    ).otherwise(F.col("triggers.disk_state"))
     cl_deleted = F.coalesce(F.col("deleted.commitlog.files"), F.lit(0))
     errors = F.coalesce(F.size("errors"), F.lit(0))
     zero = F.lit(0).cast("long")
@@ -111,7 +167,7 @@ def prepare_rounds(rounds: DataFrame, summaries: DataFrame | None = None) -> Dat
         ratio.alias("ratio_sum"),
         F.when(ratio.isNotNull(), 1).otherwise(0).cast("long").alias("ratio_n"),
         ratio.alias("ratio"),
-        F.col("triggers.disk_state").alias("disk_state"),
+        state.alias("disk_state"),
         F.col("interval_ms"),
         zero.alias("inner_over_max"),
         zero.alias("inner_over_forcibly"),
@@ -123,7 +179,8 @@ def prepare_rounds(rounds: DataFrame, summaries: DataFrame | None = None) -> Dat
         F.coalesce(F.col("failures"), F.lit(0)).cast("long").alias("failures"),
         F.col("expired_pending"),
         F.col("file_reserved_time_hours"),
-        F.col("thresholds.warning_level_ratio").alias("warning_level_ratio"),
+        warning.alias("warning_level_ratio"),
+        store_kind.alias("store_kind"),
     )
     if summaries is not None:
         folded = summaries.select(
@@ -146,7 +203,8 @@ def prepare_rounds(rounds: DataFrame, summaries: DataFrame | None = None) -> Dat
             zero.alias("failures"),
             F.col("max.expired_pending").alias("expired_pending"),
             F.col("file_reserved_time_hours"),
-            F.col("thresholds.warning_level_ratio").alias("warning_level_ratio"),
+            warning.alias("warning_level_ratio"),
+            store_kind.alias("store_kind"),
         )
         single = single.unionByName(folded)
     w = Window.partitionBy(*KEY).orderBy("time_ms")
@@ -232,9 +290,12 @@ def capacity_forecast(pressure: DataFrame, r: DataFrame, as_of: str) -> DataFram
     return out.withColumn("projected_warning_date", projected).withColumn("dt", F.lit(as_of))
 
 
-def broker_window(d: DataFrame, pressure: DataFrame, r: DataFrame) -> DataFrame:
+def broker_window(d: DataFrame, pressure: DataFrame, r: DataFrame, as_of: str) -> DataFrame:
     """Everything the risk ranking needs, one row per broker over the whole window."""
     cl = F.col("kind") == "commitlog"
+    retention_age = F.when(F.col("kind").isin(RETENTION_KINDS), F.col("age_ms"))
+    recent = F.col("dt") > F.date_format(F.date_sub(F.to_date(F.lit(as_of)), 7), "yyyy-MM-dd")
+    lost = F.aggregate("loss_groups", F.lit(0).cast("long"), lambda acc, g: acc + g["messages"])
     dels = d.groupBy(*KEY).agg(
         F.count(F.lit(1)).alias("files_deleted"),
         F.coalesce(F.sum("bytes"), F.lit(0)).cast("long").alias("bytes_reclaimed"),
@@ -243,10 +304,15 @@ def broker_window(d: DataFrame, pressure: DataFrame, r: DataFrame) -> DataFrame:
         .cast("long")
         .alias("forced_bytes"),
         _hours(F.min(F.when(F.col("forced"), F.col("age_ms")))).alias("forced_min_age_hours"),
-        _hours(F.expr("percentile(CASE WHEN kind = 'commitlog' THEN age_ms END, 0.5)")).alias(
-            "retention_p50_hours"
-        ),
+        _hours(F.percentile(retention_age, F.lit(0.5))).alias("retention_p50_hours"),
         F.sum(cl.cast("int")).alias("commitlog_files_deleted"),
+        F.count_distinct(F.when(F.col("forced") & recent, F.col("dt"))).alias("forced_days_7d"),
+        F.coalesce(F.sum(lost), F.lit(0)).cast("long").alias("messages_lost"),
+        F.sum(F.col("rescue").cast("int")).cast("long").alias("rescue_files"),
+        F.coalesce(F.sum(F.when(F.col("rescue"), F.col("bytes"))), F.lit(0))
+        .cast("long")
+        .alias("rescue_bytes"),
+        F.max(F.when(F.col("rescue"), F.col("dt"))).alias("last_rescue_dt"),
     )
     press = pressure.groupBy(*KEY).agg(
         F.sum("rounds").cast("long").alias("rounds"),
@@ -257,7 +323,34 @@ def broker_window(d: DataFrame, pressure: DataFrame, r: DataFrame) -> DataFrame:
         F.sum("error_rounds").cast("long").alias("error_rounds"),
     )
     reserved = r.groupBy(*KEY).agg(
-        F.max_by("file_reserved_time_hours", "last_time_ms").alias("file_reserved_time_hours")
+        F.max_by("file_reserved_time_hours", "last_time_ms").alias("file_reserved_time_hours"),
+        F.max_by("store_kind", "last_time_ms").alias("store_kind"),
     )
     keys = d.select(*KEY).union(r.select(*KEY)).distinct()
     return keys.join(dels, KEY, "left").join(press, KEY, "left").join(reserved, KEY, "left")
+
+
+def top_losses(risk: DataFrame, by: str, limit: int) -> DataFrame:
+    """The ``limit`` topics or groups (``by``) that lost the most messages over the window,
+    with the brokers and clusters where they did."""
+    return (
+        risk.groupBy(by)
+        .agg(
+            F.sum("messages_lost").cast("long").alias("messages_lost"),
+            F.sum("files").cast("long").alias("files"),
+            F.count_distinct("cluster", "broker", "host").alias("brokers"),
+            F.array_sort(F.collect_set(F.concat_ws("/", "cluster", "broker"))).alias("where"),
+            F.max("dt").alias("last_dt"),
+        )
+        .orderBy(F.desc("messages_lost"), by)
+        .limit(limit)
+    )
+
+
+def hourly_ratio(r: DataFrame) -> DataFrame:
+    """Per broker and hour (epoch hours): the peak disk ratio, for the per-cluster charts."""
+    return (
+        r.where(F.col("ratio_max").isNotNull())
+        .groupBy(*KEY, F.floor(F.col("time_ms") / F.lit(HOUR_MS)).cast("long").alias("hour"))
+        .agg(F.max("ratio_max").alias("ratio"))
+    )

@@ -16,6 +16,7 @@ from datetime import UTC, date, datetime, timedelta
 from retentiond.commands.common import EXIT_NO_RECORDS, EXIT_NO_SPARK
 
 RECORD_TYPES = ("deletion", "round", "round_summary")  # what the job reads (analytics.job)
+LAYOUT_DIRS = (*RECORD_TYPES, "v2")  # layout 1: a directory per type; layout 2: v2/
 _RELATIVE = re.compile(r"(\d{1,4})d")
 MISSING = (
     "error: `retentiond analyze` needs the optional Spark dependencies: "
@@ -82,11 +83,11 @@ def local_input_problem(path: str) -> str | None:
     root = path.removeprefix("file://")
     if not os.path.isdir(root):
         return f"{root}: no such directory"
-    for kind in RECORD_TYPES:
+    for kind in LAYOUT_DIRS:
         for _dirpath, _dirs, files in os.walk(os.path.join(root, kind)):
             if any(not f.startswith((".", "_")) for f in files):  # Spark skips hidden files
                 return None
-    return f"{root}: no shipped records (nothing under {', '.join(RECORD_TYPES)})"
+    return f"{root}: no shipped records (nothing under {', '.join(LAYOUT_DIRS)})"
 
 
 def cmd_analyze(args: argparse.Namespace) -> int:
