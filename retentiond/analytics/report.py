@@ -132,11 +132,12 @@ def _unit(max_bytes: float) -> tuple[str, float]:
     return "B", 1.0
 
 
-def _svg(fig: Any) -> bytes:
+def _svg(fig: Any, *, tight: bool = True) -> bytes:
     import matplotlib.pyplot as plt
 
     buf = io.BytesIO()
-    fig.savefig(buf, format="svg", metadata={"Date": None})
+    box = "tight" if tight else None
+    fig.savefig(buf, format="svg", metadata={"Date": None}, bbox_inches=box)
     plt.close(fig)
     return buf.getvalue()
 
@@ -145,7 +146,9 @@ def _day(dt: str) -> datetime:
     return datetime.strptime(dt, "%Y-%m-%d").replace(tzinfo=UTC)
 
 
-def _reclaim_bars(ax: Any, rows: Sequence[Row], days: list[str], title: str) -> None:
+def _reclaim_bars(
+    ax: Any, rows: Sequence[Row], days: list[str], title: str, *, legend: bool = True
+) -> None:
     """Bytes reclaimed per day, stacked by reason, in the unit that reads best."""
     by: dict[str, dict[str, float]] = defaultdict(lambda: defaultdict(float))
     for r in rows:
@@ -159,10 +162,12 @@ def _reclaim_bars(ax: Any, rows: Sequence[Row], days: list[str], title: str) -> 
         values = [by[reason].get(d, 0.0) / scale for d in days]
         ax.bar(x, values, bottom=bottom, label=reason, color=_colour(reason, reasons), width=0.8)
         bottom = [b + v for b, v in zip(bottom, values, strict=True)]
-    ax.set_ylabel(unit)
+    ax.set_ylabel(unit, fontsize=7)
     ax.set_title(title, fontsize=9)
-    if reasons:
-        ax.legend(fontsize=6, loc="upper left", frameon=False)
+    if reasons and legend:  # under the axes: never over the bars
+        ax.legend(
+            fontsize=6, loc="upper center", bbox_to_anchor=(0.5, -0.22), ncol=2, frameon=False
+        )
 
 
 def _date_axis(ax: Any) -> None:
@@ -173,56 +178,45 @@ def _date_axis(ax: Any) -> None:
     ax.tick_params(labelsize=7)
 
 
-def chart_cluster(
-    brokers: Sequence[Row], hourly: Sequence[Row], reclaim: Sequence[Row], days: list[str]
+def chart_broker(
+    b: Row, hourly: Sequence[Row], reclaim: Sequence[Row], days: list[str]
 ) -> bytes:
-    """A small multiple per broker: disk ratio by hour with its warning level (top), bytes
+    """One broker's small multiple: disk ratio by hour with its warning level (top), bytes
     reclaimed per day by reason (below)."""
     import matplotlib.pyplot as plt
 
-    cols = min(4, len(brokers))
-    rows = -(-len(brokers) // cols)
-    fig, axes = plt.subplots(
-        rows * 2, cols, figsize=(3.3 * cols, 4.2 * rows), squeeze=False,
-        gridspec_kw={"height_ratios": [3, 2] * rows},
-    )  # fmt: skip
-    series: dict[tuple, list[tuple[int, float]]] = defaultdict(list)
-    for h in hourly:
-        series[_key(h)].append((h["hour"], h["ratio"]))
-    spent: dict[tuple, list[Row]] = defaultdict(list)
-    for r in reclaim:
-        spent[_key(r)].append(r)
-    for i, b in enumerate(brokers):
-        top, below = axes[2 * (i // cols)][i % cols], axes[2 * (i // cols) + 1][i % cols]
-        points = sorted(series.get(_key(b), []))
-        top.plot(
-            [datetime.fromtimestamp(p[0] * 3600, UTC) for p in points],
-            [p[1] for p in points],
-            linewidth=0.9,
-            color="#4c78a8",
-        )
-        warning = b.get("warning_level_ratio")
-        if warning:
-            top.axhline(warning, color="#d62728", linestyle="--", linewidth=0.8)
-            top.text(
-                0.01, warning, f" warning {warning:.2f}", transform=top.get_yaxis_transform(),
-                fontsize=6, color="#d62728", va="bottom",
-            )  # fmt: skip
-        top.set_ylim(0, 1)
-        level = b["risk_level"]
-        colour = {"high": "#d62728", "medium": "#e67e00"}.get(level, "black")
-        top.set_title(f"{b['broker']} ({_kind(b)}) — {level}", fontsize=9, color=colour)
-        top.set_ylabel("disk ratio", fontsize=7)
-        _date_axis(top)
-        if days:
-            top.set_xlim(_day(days[0]), _day(days[-1]).replace(hour=23, minute=59))
-        _reclaim_bars(below, spent.get(_key(b), []), days, "reclaimed per day")
-        _date_axis(below)
-    for j in range(len(brokers), rows * cols):
-        axes[2 * (j // cols)][j % cols].set_visible(False)
-        axes[2 * (j // cols) + 1][j % cols].set_visible(False)
-    fig.tight_layout()
-    return _svg(fig)
+    fig, (top, below) = plt.subplots(
+        2, 1, figsize=(3.4, 4.3), gridspec_kw={"height_ratios": [3, 2]}
+    )
+    points = sorted((h["hour"], h["ratio"]) for h in hourly)
+    top.plot(
+        [datetime.fromtimestamp(p[0] * 3600, UTC) for p in points],
+        [p[1] for p in points],
+        linewidth=0.9,
+        color="#4c78a8",
+    )
+    warning = b.get("warning_level_ratio")
+    if warning:
+        top.axhline(warning, color="#d62728", linestyle="--", linewidth=0.8)
+        top.text(
+            0.01, warning, f" warning {warning:.2f}", transform=top.get_yaxis_transform(),
+            fontsize=6, color="#d62728", va="bottom",
+        )  # fmt: skip
+    top.set_ylim(0, 1)
+    level = b["risk_level"]
+    colour = {"high": "#d62728", "medium": "#e67e00"}.get(level, "black")
+    top.set_title(f"{b['broker']} ({_kind(b)}): {level}", fontsize=9, color=colour)
+    top.set_ylabel("disk ratio, hourly peak", fontsize=7)
+    _date_axis(top)
+    if days:
+        top.set_xlim(_day(days[0]), _day(days[-1]).replace(hour=23, minute=59))
+    _reclaim_bars(below, reclaim, days, "reclaimed per day", legend=False)
+    _date_axis(below)
+    handles, labels = below.get_legend_handles_labels()
+    if handles:  # the same room on every broker's figure, so that all are the same size
+        fig.legend(handles, labels, loc="lower center", ncol=2, fontsize=6, frameon=False)
+    fig.tight_layout(rect=(0, 0.12, 1, 1))
+    return _svg(fig, tight=False)
 
 
 def chart_fleet_reclaim(rows: Sequence[Row], days: list[str]) -> bytes:
@@ -270,6 +264,7 @@ class Table:
     headers: list[str]
     rows: list[list[tuple[str, object]]]
     numeric: set[int] = field(default_factory=set)  # columns sorted as numbers
+    classes: dict[int, str] = field(default_factory=dict)  # a column's cells' class
 
     def markdown(self) -> list[str]:
         out = ["| " + " | ".join(self.headers) + " |", "|" + "---|" * len(self.headers)]
@@ -289,8 +284,11 @@ class Table:
                 attr = ""
                 if value is not None and value != text:
                     attr = f" data-v='{html.escape(str(value), quote=True)}'"
-                num = " class=num" if i in self.numeric else ""
-                cells.append(f"<td{num}{attr}>{html.escape(text)}</td>")
+                names = " ".join(
+                    c for c in ("num" if i in self.numeric else "", self.classes.get(i, "")) if c
+                )
+                css = f" class='{names}'" if names else ""
+                cells.append(f"<td{css}{attr}>{html.escape(text)}</td>")
             body.append("<tr>" + "".join(cells) + "</tr>")
         return (
             f"<div class=scroll><table class='sortable {cls}'><thead><tr>{head}</tr></thead>"
@@ -342,6 +340,7 @@ def fleet_table(fleet: Sequence[Row]) -> Table:
         ],
         rows,
         numeric={0, 3, 4, 5, 6, 8, 9, 10, 11, 12},
+        classes={1: "name", 14: "why"},
     )  # fmt: skip
 
 
@@ -591,6 +590,9 @@ td.num,th.num{text-align:right;font-variant-numeric:tabular-nums}
 .badge{display:inline-block;padding:0 .5em;border-radius:.6em;color:#fff;font-size:.85em}
 .badge.high{background:#d62728}.badge.medium{background:#e67e00}.badge.low{background:#888}
 img{max-width:100%;height:auto}
+.multiples{display:flex;flex-wrap:wrap;gap:.4em 1em}
+.multiples img{width:18em}
+td.name{white-space:nowrap}td.why{min-width:28em}
 details{margin:.6em 0}summary{cursor:pointer;font-weight:600}
 .inputs li{font-family:ui-monospace,monospace;font-size:.85em}
 """
@@ -622,9 +624,16 @@ document.querySelectorAll('table.sortable').forEach(function (table) {
 """
 
 
-def _img(alt: str, svg: bytes) -> str:
+def _img(alt: str, svg: bytes, cls: str = "wide") -> str:
     data = base64.b64encode(svg).decode()
-    return f"<p><img alt='{html.escape(alt)}' src='data:image/svg+xml;base64,{data}'></p>"
+    return (
+        f"<img class={cls} alt='{html.escape(alt, quote=True)}' "
+        f"src='data:image/svg+xml;base64,{data}'>"
+    )
+
+
+def _chart_key(r: Row) -> str:
+    return "broker:" + "/".join(str(v) for v in _key(r))
 
 
 def _html(c: _Content, charts: dict[str, bytes]) -> str:
@@ -671,20 +680,23 @@ def _html(c: _Content, charts: dict[str, bytes]) -> str:
         kind_reasons_table(d.kind_reclaim).html(),
         f"<h2 id=clusters>{SECTIONS[3][1]}</h2>",
     ]
-    charted = {(str(r["cluster"]), str(r["broker"]), str(r["host"])) for r in charted_brokers(d.fleet)}
     for cluster, brokers in c.clusters.items():
         n_risk = sum(r["risk_level"] in AT_RISK for r in brokers)
         out.append(
             f"<h3>{e(cluster)}</h3><p>{len(brokers)} brokers, {n_risk} at risk, "
             f"{size(sum(_n(r.get('bytes_reclaimed')) for r in brokers))} reclaimed.</p>"
         )
-        if f"cluster:{cluster}" in charts:
-            shown = [r for r in brokers if tuple(map(str, _key(r))) in charted]
+        shown = [r for r in brokers if _chart_key(r) in charts]
+        if shown:
             if len(shown) < len(brokers):
                 out.append(f"<p>Charts of its {len(shown)} riskiest brokers.</p>")
-            out.append(_img(f"cluster {cluster}", charts[f"cluster:{cluster}"]))
+            out.append("<div class=multiples>")
+            out += [_img(f"{name(r)}", charts[_chart_key(r)], "multiple") for r in shown]
+            out.append("</div>")
         out.append(cluster_table(brokers).html())
-    uncharted = [c_ for c_ in c.clusters if f"cluster:{c_}" not in charts]
+    uncharted = [
+        c_ for c_, rs in c.clusters.items() if not any(_chart_key(r) in charts for r in rs)
+    ]
     if uncharted:
         out.append(
             f"<p>{len(uncharted)} clusters are not charted (only the {CLUSTERS_CHARTED} "
@@ -706,8 +718,8 @@ def _html(c: _Content, charts: dict[str, bytes]) -> str:
     out.append(rescue_table(d.rescue[:TOP_SHOWN]).html() if d.rescue else "<p>None.</p>")
     out += [
         f"<h2 id=fleet>{SECTIONS[5][1]}</h2>",
-        _img("bytes reclaimed per day", charts["reclaim"]),
-        _img("effective retention", charts["retention"]),
+        "<p>" + _img("bytes reclaimed per day", charts["reclaim"]) + "</p>",
+        "<p>" + _img("effective retention", charts["retention"]) + "</p>",
         f"<h2 id=tables>{SECTIONS[6][1]}</h2>",
         f"<details><summary>All {len(d.fleet)} brokers, ranked by risk</summary>",
         fleet_table(d.fleet).html("fleet"),
@@ -744,18 +756,14 @@ def write_report(directory: Path, data: ReportData) -> Path:
         "reclaim": chart_fleet_reclaim(data.fleet_reclaim, c.days),
         "retention": chart_retention(data.fleet),
     }
-    charted = charted_brokers(data.fleet)
-    by_cluster: dict[str, list[Row]] = defaultdict(list)
-    for r in charted:
-        by_cluster[str(r["cluster"])].append(r)
-    for cluster, brokers in by_cluster.items():
-        keys = {_key(r) for r in brokers}
-        charts[f"cluster:{cluster}"] = chart_cluster(
-            brokers,
-            [h for h in data.hourly if _key(h) in keys],
-            [r for r in data.broker_reclaim if _key(r) in keys],
-            c.days,
-        )
+    hourly: dict[tuple, list[Row]] = defaultdict(list)
+    for h in data.hourly:
+        hourly[_key(h)].append(h)
+    reclaim: dict[tuple, list[Row]] = defaultdict(list)
+    for r in data.broker_reclaim:
+        reclaim[_key(r)].append(r)
+    for b in charted_brokers(data.fleet):
+        charts[_chart_key(b)] = chart_broker(b, hourly[_key(b)], reclaim[_key(b)], c.days)
     for old in directory.glob("*.svg"):
         old.unlink()
     for key, svg in charts.items():

@@ -2,7 +2,10 @@
 
 ``<target>/<record type>/dt=YYYY-MM-DD/cluster=<c>/broker=<b>/<host>-<journal id>-<seq>.jsonl.gz``
 
-One closed segment becomes one gzip file per (type, day, cluster, broker, host) it holds. The
+One closed segment becomes one gzip file per (type, day, cluster, broker, host) it holds
+(layout 1, the default). Layout 2 (``layout=2``) keeps every record type of a segment's day in
+one file, ``<target>/v2/dt=.../cluster=.../broker=.../<same name>``: three to four times fewer,
+larger files for the fleet job to open; the job (``retentiond analyze``) reads both. The
 order of operations is what makes a crash at any point harmless:
 
 1. each file is written under a hidden temporary name (Spark, DuckDB and globs skip names
@@ -54,6 +57,8 @@ from retentiond.journal.reconcile import ReconcileResult, reconcile
 log = structlog.get_logger("retentiond.ship")
 
 SHIP_LOCK_NAME = "ship.lock"
+LAYOUTS = (1, 2)
+MIXED_DIR = "v2"  # layout 2's directory under the target (no record type is named so)
 _TYPE = re.compile(r"[a-z][a-z0-9_]{0,31}")
 
 
@@ -147,7 +152,9 @@ class _Group:
         return h.hexdigest()
 
 
-def _group_segment(path: Path, target: Path, jid: str, stats: jr.ReadStats) -> dict[Path, _Group]:
+def _group_segment(
+    path: Path, target: Path, jid: str, stats: jr.ReadStats, layout: int = 1
+) -> dict[Path, _Group]:
     """The segment's lines, unchanged, grouped by the file each must go to."""
     seq = jr.segment_seq(path)
     fallback = int(path.stat().st_mtime * 1000)
@@ -163,7 +170,7 @@ def _group_segment(path: Path, target: Path, jid: str, stats: jr.ReadStats) -> d
             stats.records += 1
             dest = shipped_path(
                 target,
-                record_type(record),
+                MIXED_DIR if layout == 2 else record_type(record),
                 record_day(record, fallback),
                 str(record.get("cluster", "unknown")),
                 str(record.get("broker", "unknown")),
@@ -210,13 +217,15 @@ def _verify(dest: Path, group: _Group) -> None:
         )
 
 
-def ship_segment(path: Path, target: Path, jid: str) -> tuple[int, int, int]:
+def ship_segment(path: Path, target: Path, jid: str, layout: int = 1) -> tuple[int, int, int]:
     """Copy one closed segment and verify the copies; returns (records, files, torn lines).
 
     The caller removes the segment afterwards. Raises ShipError or OSError on failure.
     """
+    if layout not in LAYOUTS:
+        raise ValueError(f"shipped layout {layout!r}: one of {LAYOUTS}")
     stats = jr.ReadStats()
-    groups = _group_segment(path, target, jid, stats)
+    groups = _group_segment(path, target, jid, stats, layout)
     for dest, group in groups.items():
         _write_atomically(dest, _gzip_bytes(group.lines))
     for dest, group in groups.items():
@@ -301,9 +310,11 @@ def ship_once(
     append: Callable[[dict[str, object]], None] | None = None,
     held: Callable[[str], bool] | None = None,
     counters: ShipCounters | None = None,
+    layout: int = 1,
 ) -> ShipResult:
     """One pass: close an idle segment, reconcile, ship every closed one oldest first, keep
-    the budget; added to ``counters`` when given.
+    the budget; added to ``counters`` when given. ``layout``: the shipped layout (module
+    docstring); a target may hold both.
 
     ``journal`` is the writer's own handle when called from the daemon; without it (the CLI)
     an idle segment is closed through the directory lock instead. ``flush`` closes the
@@ -327,7 +338,7 @@ def ship_once(
             # is closed, so the scan saw all of it, and nothing written later can be in it.
             closed = jr.closed_segments(directory)
             keep = _reconcile_first(directory, journal, append, now_ms(), result, held)
-            _ship_closed(directory, target, result, keep, closed)
+            _ship_closed(directory, target, result, keep, closed, layout)
         except (OSError, ShipError) as exc:
             result.error = str(exc)
             log.warning(
@@ -406,6 +417,7 @@ def _ship_closed(
     result: ShipResult,
     keep: set[int] | None = None,
     closed: list[tuple[int, Path]] | None = None,
+    layout: int = 1,
 ) -> None:
     if not target.is_dir():
         raise ShipError(f"target {target} is not a reachable directory")
@@ -418,7 +430,7 @@ def _ship_closed(
         if keep is not None and seq in keep:
             result.waiting_segments += 1  # an open intent of a live writer: a later pass
             continue
-        records, files, torn = ship_segment(path, target, jid)
+        records, files, torn = ship_segment(path, target, jid, layout)
         if torn:
             log.warning("torn journal lines skipped while shipping", segment=str(path), torn=torn)
         _remove(path)

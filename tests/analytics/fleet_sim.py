@@ -290,6 +290,12 @@ def build(tmp: Path) -> Fleet:
     return Fleet(brokers, target, results)
 
 
+def layout_of(broker: Broker) -> int:
+    """Brokers b and d ship the mixed layout (2), a and c a directory per type (1): the job
+    reads a target that holds both."""
+    return 2 if broker.name in ("broker-b", "broker-d") else 1
+
+
 def _ship(broker: Broker, target: Path, *, flush: bool) -> ship.ShipResult:
     return ship.ship_once(
         broker.journal_dir,
@@ -298,4 +304,5 @@ def _ship(broker: Broker, target: Path, *, flush: bool) -> ship.ShipResult:
         max_segment_age_ms=6 * HOUR_MS,
         journal=broker.journal,
         flush=flush,
+        layout=layout_of(broker),
     )

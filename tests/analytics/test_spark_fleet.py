@@ -216,13 +216,16 @@ def test_the_simulated_week_exercises_every_story(fleet: fleet_sim.Fleet) -> Non
 
 def test_every_acknowledged_record_is_shipped_exactly_once(fleet: fleet_sim.Fleet) -> None:
     shipped = []
+    layouts = {b.name: fleet_sim.layout_of(b) for b in fleet.brokers}
+    assert set(layouts.values()) == {1, 2}
     for path in sorted(fleet.target.rglob("*.jsonl.gz")):
         parts = dict(p.split("=", 1) for p in path.parent.parts if "=" in p)
         kind = path.relative_to(fleet.target).parts[0]
+        assert (kind == "v2") == (layouts[parts["broker"]] == 2), path
         with gzip.open(path, "rt") as fh:
             for line in fh:
                 record = json.loads(line)
-                assert record["type"] == kind
+                assert kind == "v2" or record["type"] == kind
                 assert (day(record["time_ms"]), record["cluster"], record["broker"]) == (
                     parts["dt"],
                     parts["cluster"],
