@@ -29,8 +29,8 @@ from pyspark.sql.types import (
     StructType,
 )
 
-from retentiond.analytics import risk, tables
 from retentiond.analytics import report as report_mod
+from retentiond.analytics import risk, tables
 from retentiond.analytics.schema import (
     KNOWN_SCHEMA_VERSION,
     READ_MIXED,
@@ -118,9 +118,10 @@ class Inputs:
 
     def lines(self) -> list[str]:
         """The inputs in words, for the log and the top of the report."""
-        files = ", ".join(
-            f"{n:,} files of layout {k}" for k, n in sorted(self.layouts.items())
-        ) or "no files"
+        files = (
+            ", ".join(f"{n:,} files of layout {k}" for k, n in sorted(self.layouts.items()))
+            or "no files"
+        )
         since = f" since {self.since}" if self.since else ""
         out = [
             f"read {self.root}{since}: {files}",
@@ -139,8 +140,7 @@ class Inputs:
             )
         if self.skipped:
             out.append(
-                "skipped: "
-                + "; ".join(f"{n:,} {why}" for why, n in sorted(self.skipped.items()))
+                "skipped: " + "; ".join(f"{n:,} {why}" for why, n in sorted(self.skipped.items()))
             )
         else:
             out.append("skipped: nothing")
@@ -283,9 +283,7 @@ def _conform(df: DataFrame, layout: int, directory: str | None) -> DataFrame:
     )
 
 
-def read_all(
-    spark: SparkSession, root: str, since: str | None
-) -> tuple[DataFrame, dict[str, int]]:
+def read_all(spark: SparkSession, root: str, since: str | None) -> tuple[DataFrame, dict[str, int]]:
     """Every record the job reads, of both shipped layouts, in one DataFrame with the fields
     any table uses (the JSON parser skips the rest); and the files read per layout."""
     base = root.rstrip("/")
@@ -306,14 +304,15 @@ def read_all(
         out = out.unionByName(df)
     if since:
         out = out.where(F.col("dt") >= since)
-    return out, files
+    # Other types (intent, abort: shipped for audits) share layout 2's files; only lines that
+    # are not records at all are kept beside the three types, to be counted.
+    t = F.col("type")
+    return out.where(t.isNull() | t.isin(list(READ_TYPES))), files
 
 
 def records_of(records: DataFrame, kind: str) -> DataFrame:
     """The records of one type, with that type's columns (``schema.READ_SCHEMAS``)."""
-    return records.where(F.col("type") == kind).select(
-        *(f.name for f in READ_SCHEMAS[kind].fields)
-    )
+    return records.where(F.col("type") == kind).select(*(f.name for f in READ_SCHEMAS[kind].fields))
 
 
 def read_records(spark: SparkSession, root: str, kind: str, since: str | None) -> DataFrame:
@@ -340,7 +339,6 @@ def _inputs(records: DataFrame, root: str, since: str | None, files: dict[str, i
             F.col("dir_type").isNotNull() & (F.col("dir_type") != t),
             F.lit("records filed under another type's directory"),
         )
-        .when(~t.isin(list(READ_TYPES)), F.concat(t, F.lit(" records (not analysed)")))
         .when(
             (t == "deletion") & F.coalesce(F.col("dry_run"), F.lit(False)),
             F.lit("dry-run deletions (nothing was deleted)"),

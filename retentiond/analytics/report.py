@@ -92,6 +92,10 @@ def _median(values: Iterable[float]) -> float | None:
     return s[mid] if len(s) % 2 else (s[mid - 1] + s[mid]) / 2
 
 
+def _risky(r: Row) -> bool:
+    return r["risk_level"] in AT_RISK
+
+
 def charted_brokers(fleet: Sequence[Row]) -> list[Row]:
     """The brokers drawn in the per-cluster charts: the riskiest of the riskiest clusters."""
     by_cluster: dict[str, list[Row]] = defaultdict(list)
@@ -178,9 +182,7 @@ def _date_axis(ax: Any) -> None:
     ax.tick_params(labelsize=7)
 
 
-def chart_broker(
-    b: Row, hourly: Sequence[Row], reclaim: Sequence[Row], days: list[str]
-) -> bytes:
+def chart_broker(b: Row, hourly: Sequence[Row], reclaim: Sequence[Row], days: list[str]) -> bytes:
     """One broker's small multiple: disk ratio by hour with its warning level (top), bytes
     reclaimed per day by reason (below)."""
     import matplotlib.pyplot as plt
@@ -386,7 +388,7 @@ def kinds_table(fleet: Sequence[Row]) -> Table:
 
     lines = [
         ("brokers", lambda k, rs: str(len(rs))),
-        ("at risk (high or medium)", lambda k, rs: str(sum(r["risk_level"] in AT_RISK for r in rs))),
+        ("at risk (high or medium)", lambda k, rs: str(sum(_risky(r) for r in rs))),
         ("disk ratio now", lambda k, rs: ratios(rs, "latest_ratio")),
         ("warning level", lambda k, rs: ratios(rs, "warning_level_ratio")),
         ("bytes reclaimed", lambda k, rs: size(total(rs, "bytes_reclaimed"))),
@@ -437,7 +439,8 @@ def forced_table(fleet: Sequence[Row]) -> Table:
         ["broker", "forced files", "bytes", "days of the last 7", "youngest (h)",
          "fileReservedTime (h)"],
         [
-            [(name(r), name(r)), _cell_num(r.get("forced_files")), _cell_bytes(r.get("forced_bytes")),
+            [(name(r), name(r)), _cell_num(r.get("forced_files")),
+             _cell_bytes(r.get("forced_bytes")),
              _cell_num(r.get("forced_days_7d")), _cell_ratio(r.get("forced_min_age_hours"), ".1f"),
              (str(r.get("file_reserved_time_hours") or "–"), r.get("file_reserved_time_hours"))]
             for r in rows
@@ -704,13 +707,9 @@ def _html(c: _Content, charts: dict[str, bytes]) -> str:
         )
     out.append(f"<h2 id=offenders>{SECTIONS[4][1]}</h2>")
     out.append("<h3>Consumer groups that lost unconsumed messages</h3>")
-    out.append(
-        losses_table(d.top_groups, "group").html() if d.top_groups else "<p>None.</p>"
-    )
+    out.append(losses_table(d.top_groups, "group").html() if d.top_groups else "<p>None.</p>")
     out.append("<h3>Topics that lost unconsumed messages</h3>")
-    out.append(
-        losses_table(d.top_topics, "topic").html() if d.top_topics else "<p>None.</p>"
-    )
+    out.append(losses_table(d.top_topics, "topic").html() if d.top_topics else "<p>None.</p>")
     forced = forced_table(d.fleet)
     out.append("<h3>Brokers by forced deletions</h3>")
     out.append(forced.html() if forced.rows else "<p>None.</p>")

@@ -87,9 +87,7 @@ def assess(
     if _n(row.get("ms_over_warning_level")) > 0:
         score += HIT_WARNING
         codes.append("hit_warning_level")
-        rejects = (
-            " (the broker rejects writes there)" if row.get("store_kind") != "kafka" else ""
-        )
+        rejects = " (the broker rejects writes there)" if row.get("store_kind") != "kafka" else ""
         why.append(
             f"{_n(row.get('ms_over_warning_level')) / 3.6e6:.1f} h above the warning level "
             f"{_n(warning):.2f}{rejects}"

@@ -182,7 +182,7 @@ def broker_days(plan: Plan, cluster: int, broker: int) -> list[tuple[str, dict[s
             hour = (now // HOUR_MS) % 24
             if kafka:
                 n = 0
-                if (st == "rescue" and not rescued and d == plan.days - 1 and hour >= 10):
+                if st == "rescue" and not rescued and d == plan.days - 1 and hour >= 10:
                     n = _rescue(b, now, delete)
                     rescued = True
                 elif rng.random() < 0.25 * rate:

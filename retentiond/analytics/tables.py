@@ -79,7 +79,9 @@ def data_at_risk(d: DataFrame) -> DataFrame:
     )
     return (
         g.where(F.col("g.messages") > 0)
-        .groupBy("dt", *KEY, "kind", F.col("g.topic").alias("topic"), F.col("g.group").alias("group"))
+        .groupBy(
+            "dt", *KEY, "kind", F.col("g.topic").alias("topic"), F.col("g.group").alias("group")
+        )
         .agg(
             F.sum("g.messages").cast("long").alias("messages_lost"),
             F.count(F.lit(1)).alias("files"),
@@ -144,9 +146,9 @@ def prepare_rounds(rounds: DataFrame, summaries: DataFrame | None = None) -> Dat
     kafka = F.col("plan_only_log_dirs").isNotNull()  # a field only Kafka rounds carry
     store_kind = F.when(kafka, F.lit("kafka")).otherwise(F.lit("rocketmq"))
     # RocketMQ: the worse of its two ratios; Kafka: the fullest log dir's disk
-    ratio = F.when(
-        kafka, F.array_max(F.col("disk.ratio"))
-    ).otherwise(F.greatest("triggers.physic_ratio", "triggers.logics_ratio"))
+    ratio = F.when(kafka, F.array_max(F.col("disk.ratio"))).otherwise(
+        F.greatest("triggers.physic_ratio", "triggers.logics_ratio")
+    )
     warning = F.col("thresholds.warning_level_ratio")
     warning = F.when(kafka, F.coalesce(warning, F.lit(KAFKA_WARNING_RATIO))).otherwise(warning)
     # Kafka has two disk states (ok, warning_level), from its ratio and diskWarningRatio
