@@ -4,7 +4,7 @@
 # One .venv; each target installs only what it needs into it (a stamp file per set):
 #   the package alone   what the daemon needs: `make run`, `make demo-store`, the benches
 #   + test, spark       the suite (`make test`, `make lint`; the Spark job's tests run
-#                       `analyze`) and `make bench-spark`
+#                       `analyze`), `make bench-spark` and `make demo-report`
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
@@ -12,7 +12,7 @@ DEMO := demo
 DAEMON_ENV := $(VENV)/.installed
 FULL_ENV := $(VENV)/.installed-test-spark
 
-.PHONY: venv venv-full system-deps test lint run demo-store bench bench-plan bench-spark bench-kafka clean
+.PHONY: venv venv-full system-deps test lint run demo-store demo-report bench bench-plan bench-spark bench-kafka clean
 
 venv: $(DAEMON_ENV)
 venv-full: $(FULL_ENV)
@@ -50,6 +50,12 @@ run: demo-store
 	@echo "In another terminal: $(BIN)/retentiond status --config $(DEMO)/broker.yaml"
 	@echo "Prometheus metrics:  curl -s http://127.0.0.1:9465/metrics | grep ^retentiond_"
 	$(BIN)/retentiond --log-format console run --config $(DEMO)/broker.yaml
+
+demo-report: venv-full  # the fleet report of a synthetic mixed fleet: $(DEMO)/report/report.html
+	rm -rf $(DEMO)/fleet $(DEMO)/tables $(DEMO)/report
+	$(BIN)/python -m retentiond.analytics.synth $(DEMO)/fleet
+	$(BIN)/retentiond analyze --master 'local[2]' --input $(DEMO)/fleet --output $(DEMO)/tables --report $(DEMO)/report
+	@echo "open $(abspath $(DEMO))/report/report.html (one file, no network needed)"
 
 bench: venv
 	$(BIN)/python bench/bench_round.py

@@ -66,7 +66,15 @@ def test_kafka_journal_through_ship_and_analyze(tmp_path: Path) -> None:
         )
     ]
     fleet = duckdb.sql(
-        f"SELECT broker, files_deleted FROM read_parquet('{out}/fleet_summary/**/*.parquet')"
+        "SELECT broker, files_deleted, store_kind "
+        f"FROM read_parquet('{out}/fleet_summary/**/*.parquet')"
     ).fetchall()
-    assert fleet == [("kafka-3", 12)]
-    assert (out / "report" / "report.html").exists()
+    assert fleet == [("kafka-3", 12, "kafka")]
+    for empty in ("data_at_risk", "rescue"):  # this journal has no loss or rescue fields yet
+        rows = duckdb.sql(
+            f"SELECT * FROM read_parquet('{out}/{empty}/**/*.parquet', union_by_name=true)"
+        ).fetchall()
+        assert rows == []
+    html = (out / "report" / "report.html").read_text()
+    assert "(Kafka)" in html and "RocketMQ and Kafka side by side" in html
+    assert "inputs: read " in proc.stderr and "12 deletion" in proc.stderr
