@@ -381,7 +381,8 @@ def _write(df: DataFrame, output: str, name: str) -> None:
     at all, say ``forced_deletions`` for a healthy fleet) gets one Parquet file with its
     schema and no rows, so that every reader sees an empty table instead of an error."""
     path = f"{output.rstrip('/')}/{name}"
-    df.write.mode("overwrite").partitionBy("dt").parquet(path)
+    # one file per day (the aggregates are small): not one per day and shuffle partition
+    df.repartition("dt").write.mode("overwrite").partitionBy("dt").parquet(path)
     spark = df.sparkSession
     if not _has_days(spark, path):
         spark.createDataFrame([], df.schema).coalesce(1).write.mode("overwrite").parquet(path)
@@ -433,15 +434,21 @@ def analyze(
     mark = _Stopwatch(started)
     steps = {"read, parse and cache the records": mark()}
     usable = _usable(records)
-    deletions = tables.real_deletions(records_of(usable, "deletion"))
+    deletions = tables.real_deletions(records_of(usable, "deletion")).cache()
     rounds = records_of(usable, "round")
     summaries = records_of(usable, "round_summary")
     prepared = tables.prepare_rounds(rounds, summaries).cache()
     as_of = inputs.last_dt
     if as_of is None:
-        records.unpersist()
-        prepared.unpersist()
+        for df in (records, deletions, prepared):
+            df.unpersist()
         return Result(None, inputs, seconds=time.monotonic() - started)
+    # The tables read the deletions and the rounds many times: from two compact caches of
+    # their own columns, not from the records' (every type, every column).
+    deletions.count()
+    prepared.count()
+    records.unpersist()
+    steps["cache the deletions and the rounds"] = mark()
     pressure = tables.disk_pressure(prepared).cache()
     forecast = tables.capacity_forecast(pressure, prepared, as_of).cache()
     at_risk = tables.data_at_risk(deletions).cache()
@@ -470,7 +477,7 @@ def analyze(
     if report_dir is not None:
         result.report = _report(report_dir, as_of, inputs, fleet, built, prepared)
         steps["report"] = mark()
-    for df in (records, prepared, pressure, forecast, at_risk, built["daily_reclaim"]):
+    for df in (deletions, prepared, pressure, forecast, at_risk, built["daily_reclaim"]):
         df.unpersist()
     result.seconds = time.monotonic() - started
     return result

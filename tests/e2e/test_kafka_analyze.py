@@ -76,5 +76,5 @@ def test_kafka_journal_through_ship_and_analyze(tmp_path: Path) -> None:
         ).fetchall()
         assert rows == []
     html = (out / "report" / "report.html").read_text()
-    assert "(Kafka)" in html and "RocketMQ and Kafka side by side" in html
+    assert "<td>Kafka</td>" in html and "RocketMQ and Kafka side by side" in html
     assert "inputs: read " in proc.stderr and "12 deletion" in proc.stderr
