@@ -310,15 +310,10 @@ def read_all(spark: SparkSession, root: str, since: str | None) -> tuple[DataFra
     return out.where(t.isNull() | t.isin(list(READ_TYPES))), files
 
 
-def records_of(records: DataFrame, kind: str) -> DataFrame:
-    """The records of one type, with that type's columns (``schema.READ_SCHEMAS``)."""
-    return records.where(F.col("type") == kind).select(*(f.name for f in READ_SCHEMAS[kind].fields))
-
-
-def read_records(spark: SparkSession, root: str, kind: str, since: str | None) -> DataFrame:
-    """One record type, of either layout."""
+def read_records(spark: SparkSession, root: str, since: str | None = None) -> DataFrame:
+    """Every record the tables use, of either layout, flat (``tables.flatten``)."""
     records, _ = read_all(spark, root, since)
-    return records_of(_usable(records), kind)
+    return _usable(tables.flatten(records))
 
 
 def _usable(records: DataFrame) -> DataFrame:
@@ -427,28 +422,21 @@ def analyze(
     started = time.monotonic()
     configure(spark, (input_root, output))
     raw, files = read_all(spark, input_root, since)
-    # One scan of the input (both layouts, every record type), kept in memory: the inputs'
-    # figures, the deletions and the rounds are all read from this cache.
-    records = raw.cache()
+    # One scan of the input (both layouts, every record type), flattened to the scalars the
+    # tables read and kept in memory: the inputs' figures, the deletions and the rounds all
+    # come from this cache.
+    records = tables.flatten(raw).cache()
     inputs = _inputs(records, input_root, since, files)
     mark = _Stopwatch(started)
     steps = {"read, parse and cache the records": mark()}
     usable = _usable(records)
-    deletions = tables.real_deletions(records_of(usable, "deletion")).cache()
-    rounds = records_of(usable, "round")
-    summaries = records_of(usable, "round_summary")
-    prepared = tables.prepare_rounds(rounds, summaries).cache()
+    deletions = tables.real_deletions(usable)
+    prepared = tables.prepare_rounds(usable).cache()
     as_of = inputs.last_dt
     if as_of is None:
-        for df in (records, deletions, prepared):
+        for df in (records, prepared):
             df.unpersist()
         return Result(None, inputs, seconds=time.monotonic() - started)
-    # The tables read the deletions and the rounds many times: from two compact caches of
-    # their own columns, not from the records' (every type, every column).
-    deletions.count()
-    prepared.count()
-    records.unpersist()
-    steps["cache the deletions and the rounds"] = mark()
     pressure = tables.disk_pressure(prepared).cache()
     forecast = tables.capacity_forecast(pressure, prepared, as_of).cache()
     at_risk = tables.data_at_risk(deletions).cache()
@@ -477,7 +465,7 @@ def analyze(
     if report_dir is not None:
         result.report = _report(report_dir, as_of, inputs, fleet, built, prepared)
         steps["report"] = mark()
-    for df in (deletions, prepared, pressure, forecast, at_risk, built["daily_reclaim"]):
+    for df in (records, prepared, pressure, forecast, at_risk, built["daily_reclaim"]):
         df.unpersist()
     result.seconds = time.monotonic() - started
     return result

@@ -259,9 +259,6 @@ def _rocketmq_deletions(
                 "topic": "T",
                 "queue_id": q,
             }
-            if b.version >= 3:
-                cq["loss"] = {"progress": "known", "messages": 0, "groups": [], "timers": 0,
-                              "delay_levels": [], "half_messages": 0}  # fmt: skip
             delete(now, cq)
     return n
 

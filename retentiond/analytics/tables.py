@@ -28,21 +28,103 @@ def _pct(col: str, p: float) -> Column:
     return F.expr(f"percentile({col}, {p})")
 
 
-def real_deletions(deletions: DataFrame) -> DataFrame:
-    """Deletions that happened (not dry runs), with only the columns the tables use: what
-    the job caches, so the cache holds no column nobody reads."""
-    return deletions.where(~F.coalesce(F.col("dry_run"), F.lit(False))).select(
+DELETION_COLUMNS = [
+    "kind", "reason", "forced", "bytes", "age_ms", "file_reserved_time_hours", "rescue",
+    "loss_groups",
+]  # fmt: skip
+ROUND_COLUMNS = [
+    "time_ms", "last_time_ms", "n", "ratio_max", "ratio_sum", "ratio_n", "ratio", "disk_state",
+    "interval_ms", "inner_over_max", "inner_over_forcibly", "inner_warning", "stuck", "error",
+    "failures", "expired_pending", "file_reserved_time_hours", "warning_level_ratio",
+    "store_kind",
+]  # fmt: skip
+
+
+def flatten(records: DataFrame) -> DataFrame:
+    """The records of every type (``schema.READ_MIXED``'s columns) as flat columns: what the
+    tables read of a deletion, of a round and of a round summary, computed in one projection.
+
+    The job caches this, not the records: Spark's in-memory cache stores nested values (the
+    triggers, the disk list, a summary's state map) as serialised rows, which costs far more to
+    build and to scan than the few scalars the tables need. Columns that do not apply to a
+    record's type are null.
+    """
+    t = F.col("type")
+    is_summary = t == "round_summary"
+    kafka = F.col("plan_only_log_dirs").isNotNull()  # a field only Kafka rounds carry
+    store_kind = F.when(kafka, F.lit("kafka")).otherwise(F.lit("rocketmq"))
+    # RocketMQ: the worse of its two ratios; Kafka: the fullest log dir's disk
+    ratio = F.when(kafka, F.array_max(F.col("disk.ratio"))).otherwise(
+        F.greatest("triggers.physic_ratio", "triggers.logics_ratio")
+    )
+    warning = F.col("thresholds.warning_level_ratio")
+    warning = F.when(kafka, F.coalesce(warning, F.lit(KAFKA_WARNING_RATIO))).otherwise(warning)
+    # Kafka has two disk states (ok, warning_level), from its ratio and diskWarningRatio
+    state = F.when(
+        kafka,
+        F.when(ratio >= warning, F.lit("warning_level")).when(ratio.isNotNull(), F.lit("ok")),
+    ).otherwise(F.col("triggers.disk_state"))
+    cl_deleted = F.coalesce(F.col("deleted.commitlog.files"), F.lit(0))
+    errors = F.coalesce(F.size("errors"), F.lit(0))
+    zero = F.lit(0).cast("long")
+
+    def pick(summary: Column, round_: Column) -> Column:
+        return F.when(is_summary, summary).otherwise(round_)
+
+    groups = F.col("loss.groups")
+    return records.select(
+        "type",
+        "schema_version",
+        "dir_type",
         "dt",
         *KEY,
+        "dry_run",
+        # deletions
         "kind",
         "reason",
         "forced",
         "bytes",
         "age_ms",
-        "file_reserved_time_hours",
         F.coalesce(F.col("rescue"), F.lit(False)).alias("rescue"),
-        F.col("loss.groups").alias("loss_groups"),
+        F.when(F.size(groups) > 0, groups).alias("loss_groups"),
+        # rounds and summaries (a round is a summary of one)
+        "time_ms",
+        pick(F.col("last_time_ms"), F.col("time_ms")).alias("last_time_ms"),
+        pick(F.col("rounds"), F.lit(1).cast("long")).alias("n"),
+        pick(F.col("ratio.max"), ratio).alias("ratio_max"),
+        pick(F.col("ratio.sum"), ratio).alias("ratio_sum"),
+        pick(
+            F.coalesce(F.col("ratio.n"), zero),
+            F.when(ratio.isNotNull(), 1).otherwise(0).cast("long"),
+        ).alias("ratio_n"),
+        pick(F.col("ratio.last"), ratio).alias("ratio"),
+        pick(F.col("disk_state"), state).alias("disk_state"),
+        "interval_ms",
+        pick(_state_ms(OVER_MAX), zero).alias("inner_over_max"),
+        pick(_state_ms(OVER_FORCIBLY), zero).alias("inner_over_forcibly"),
+        pick(_state_ms(["warning_level"]), zero).alias("inner_warning"),
+        pick(
+            F.coalesce(F.col("stuck_rounds"), zero),
+            (F.coalesce(F.col("triggers.usage_exceeds"), F.lit(False)) & (cl_deleted == 0)).cast(
+                "long"
+            ),
+        ).alias("stuck"),
+        pick(zero, (F.col("triggers.error").isNotNull() | (errors > 0)).cast("long")).alias(
+            "error"
+        ),
+        pick(zero, F.coalesce(F.col("failures"), F.lit(0)).cast("long")).alias("failures"),
+        pick(F.col("max.expired_pending"), F.col("expired_pending")).alias("expired_pending"),
+        "file_reserved_time_hours",
+        warning.alias("warning_level_ratio"),
+        store_kind.alias("store_kind"),
     )
+
+
+def real_deletions(flat: DataFrame) -> DataFrame:
+    """Deletions that happened (not dry runs), with only the columns the tables use."""
+    return flat.where(
+        (F.col("type") == "deletion") & ~F.coalesce(F.col("dry_run"), F.lit(False))
+    ).select("dt", *KEY, *DELETION_COLUMNS)
 
 
 def daily_reclaim(d: DataFrame) -> DataFrame:
@@ -134,88 +216,25 @@ def _state_ms(states: list[str]) -> Column:
     )
 
 
-def prepare_rounds(rounds: DataFrame, summaries: DataFrame | None = None) -> DataFrame:
+def prepare_rounds(flat: DataFrame) -> DataFrame:
     """One row per ``round`` record or ``round_summary`` (a run of folded idle rounds), with
-    what the daily tables aggregate: round count, ratio figures, state, time.
+    what the daily tables aggregate (``flatten``): round count, ratio figures, state, time.
 
     A round stands for the time until the broker's next round, capped at twice the configured
     interval (a stopped daemon is not "time above a threshold"); the last round for one
     interval. A summary already carries the time between its own rounds (``state_ms``); its
     last round is weighed here like any round (``tail_ms``), against the next record's start.
     """
-    kafka = F.col("plan_only_log_dirs").isNotNull()  # a field only Kafka rounds carry
-    store_kind = F.when(kafka, F.lit("kafka")).otherwise(F.lit("rocketmq"))
-    # RocketMQ: the worse of its two ratios; Kafka: the fullest log dir's disk
-    ratio = F.when(kafka, F.array_max(F.col("disk.ratio"))).otherwise(
-        F.greatest("triggers.physic_ratio", "triggers.logics_ratio")
+    items = flat.where(F.col("type").isin("round", "round_summary")).select(
+        "dt", *KEY, *ROUND_COLUMNS
     )
-    warning = F.col("thresholds.warning_level_ratio")
-    warning = F.when(kafka, F.coalesce(warning, F.lit(KAFKA_WARNING_RATIO))).otherwise(warning)
-    # Kafka has two disk states (ok, warning_level), from its ratio and diskWarningRatio
-    state = F.when(
-        kafka,
-        F.when(ratio >= warning, F.lit("warning_level")).when(ratio.isNotNull(), F.lit("ok")),
-    ).otherwise(F.col("triggers.disk_state"))
-    cl_deleted = F.coalesce(F.col("deleted.commitlog.files"), F.lit(0))
-    errors = F.coalesce(F.size("errors"), F.lit(0))
-    zero = F.lit(0).cast("long")
-    single = rounds.select(
-        "dt",
-        *KEY,
-        "time_ms",
-        F.col("time_ms").alias("last_time_ms"),
-        F.lit(1).cast("long").alias("n"),
-        ratio.alias("ratio_max"),
-        ratio.alias("ratio_sum"),
-        F.when(ratio.isNotNull(), 1).otherwise(0).cast("long").alias("ratio_n"),
-        ratio.alias("ratio"),
-        state.alias("disk_state"),
-        F.col("interval_ms"),
-        zero.alias("inner_over_max"),
-        zero.alias("inner_over_forcibly"),
-        zero.alias("inner_warning"),
-        (F.coalesce(F.col("triggers.usage_exceeds"), F.lit(False)) & (cl_deleted == 0))
-        .cast("long")
-        .alias("stuck"),
-        (F.col("triggers.error").isNotNull() | (errors > 0)).cast("long").alias("error"),
-        F.coalesce(F.col("failures"), F.lit(0)).cast("long").alias("failures"),
-        F.col("expired_pending"),
-        F.col("file_reserved_time_hours"),
-        warning.alias("warning_level_ratio"),
-        store_kind.alias("store_kind"),
-    )
-    if summaries is not None:
-        folded = summaries.select(
-            "dt",
-            *KEY,
-            "time_ms",
-            "last_time_ms",
-            F.col("rounds").alias("n"),
-            F.col("ratio.max").alias("ratio_max"),
-            F.col("ratio.sum").alias("ratio_sum"),
-            F.coalesce(F.col("ratio.n"), zero).alias("ratio_n"),
-            F.col("ratio.last").alias("ratio"),
-            F.col("disk_state"),
-            F.col("interval_ms"),
-            _state_ms(OVER_MAX).alias("inner_over_max"),
-            _state_ms(OVER_FORCIBLY).alias("inner_over_forcibly"),
-            _state_ms(["warning_level"]).alias("inner_warning"),
-            F.coalesce(F.col("stuck_rounds"), zero).alias("stuck"),
-            zero.alias("error"),
-            zero.alias("failures"),
-            F.col("max.expired_pending").alias("expired_pending"),
-            F.col("file_reserved_time_hours"),
-            warning.alias("warning_level_ratio"),
-            store_kind.alias("store_kind"),
-        )
-        single = single.unionByName(folded)
     w = Window.partitionBy(*KEY).orderBy("time_ms")
     gap = F.lead("time_ms").over(w) - F.col("last_time_ms")
     interval = F.col("interval_ms")
     tail = F.when(gap.isNull(), F.coalesce(interval, F.lit(0))).otherwise(
         F.least(gap, F.coalesce(interval * 2, gap))
     )
-    return single.withColumn("tail_ms", tail.cast("long")).drop("interval_ms")
+    return items.withColumn("tail_ms", tail.cast("long")).drop("interval_ms")
 
 
 def _ms_in(states: list[str], inner: str) -> Column:
