@@ -89,15 +89,17 @@ class LiveCollector(Collector):
             ),
             _g(
                 "retentiond_disk_state",
-                "1 for the disk state the next round would act on (ok, over_max_ratio, "
-                "clean_forcibly, warning_level: the broker rejects writes; unknown: a path "
-                "cannot be measured), 0 for the others.",
+                "1 for the disk state the next round would act on, 0 for the others. "
+                "RocketMQ: ok, over_max_ratio, clean_forcibly, warning_level (the broker "
+                "rejects writes), unknown (a path cannot be measured); Kafka: ok, "
+                "warning_level (a log dir above the warning ratio).",
                 ["state"],
             ),
             _g(
                 "retentiond_disk_threshold_ratio",
-                "The configured ratio above which each disk state begins "
-                "(diskMaxUsedSpaceRatio, diskSpaceCleanForciblyRatio, diskSpaceWarningLevelRatio).",
+                "The configured ratio above which each disk state begins (RocketMQ: "
+                "diskMaxUsedSpaceRatio, diskSpaceCleanForciblyRatio, "
+                "diskSpaceWarningLevelRatio; Kafka: the warning ratio, 0.90 by default).",
                 ["state"],
             ),
         )
@@ -195,13 +197,20 @@ class LiveCollector(Collector):
                 "nothing deleted there); 0 for one it could delete from (RocketMQ: always 0).",
                 ["dir"],
             ),
+            _g(
+                "retentiond_scan_files",
+                "Files the last scan gave each verdict (delete, keep) and reason, the counts "
+                "`retentiond status` shows (Kafka: segments; RocketMQ's expired files are "
+                "retentiond_expired_files_pending).",
+                ["verdict", "reason"],
+            ),
         )
 
     def _status(self, settings: Settings, now_s: float) -> Iterator[Metric]:
         if self.metrics.status is None:
             return
         doc = self.metrics.status()
-        pending, hung, manual, reloads, last_ok, plan_only = self._status_families()
+        pending, hung, manual, reloads, last_ok, plan_only, verdicts = self._status_families()
         base = list(self.metrics.base)
         # Kafka: a log dir whose .lock another process (the broker) holds is plan-only;
         # RocketMQ's store is never (it deletes beside a running broker, as the broker would)
@@ -224,7 +233,14 @@ class LiveCollector(Collector):
         last = config.get("last_reload")
         refused = isinstance(last, Mapping) and last.get("outcome") == "refused"
         last_ok.add_metric(base, 0.0 if refused else 1.0)
-        yield from (pending, hung, manual, reloads, last_ok, plan_only)
+        scan = doc.get("scan")
+        counts_by_verdict = scan.get("reasons") if isinstance(scan, Mapping) else None
+        if isinstance(counts_by_verdict, Mapping):  # "delete:retention_ms_breach": 12, ...
+            for key, n in sorted(counts_by_verdict.items()):
+                verdict, _, reason = str(key).partition(":")
+                if isinstance(n, int):
+                    verdicts.add_metric([*base, verdict, reason], float(n))
+        yield from (pending, hung, manual, reloads, last_ok, plan_only, verdicts)
 
     # ---- configuration and build --------------------------------------------------------
     def _info_columns(self) -> tuple[str, ...]:

@@ -61,8 +61,9 @@ class OwnerCollector(Collector):
                 "'Map failed' at vm.max_map_count.",
             ),
             _g(
-                "retentiond_vm_max_map_count",
-                "vm.max_map_count: the most memory maps one process may have.",
+                "retentiond_owner_max_memory_maps",
+                "vm.max_map_count, the most memory maps one process (the broker) may have; "
+                "read from the host even while no broker runs.",
             ),
             _g(
                 "retentiond_owner_resident_memory_bytes",
