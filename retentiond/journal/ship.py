@@ -502,18 +502,17 @@ class ShipCollector:
                 "Bytes of closed journal segments waiting to be shipped.",
                 backlog[1],
             ),
+            (
+                "last_success_timestamp_seconds",
+                "When a shipping pass last shipped everything it could see (no sample before "
+                "the first such pass).",
+                None if last is None else last / 1000,
+            ),
         ]
-        if last is not None:
-            gauges.append(
-                (
-                    "last_success_timestamp_seconds",
-                    "When a shipping pass last shipped everything it could see.",
-                    last / 1000,
-                )
-            )
         for key, text, value in gauges:
             gauge = GaugeMetricFamily(f"retentiond_ship_{key}", text, labels=names)
-            gauge.add_metric(values, value)
+            if value is not None:
+                gauge.add_metric(values, value)
             yield gauge
 
 

@@ -18,13 +18,13 @@ from typing import Protocol
 
 import structlog
 from prometheus_client import disable_created_metrics
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
 from retentiond.config.metrics import is_loopback, parse_listen
 from retentiond.config.settings import Settings
 from retentiond.engine.cleaner import Cleaner, RoundResult
 from retentiond.engine.kind import RoundPlan
+from retentiond.observe.families import Counter, Gauge
 from retentiond.observe.metrics import BASE_LABELS, RetentionMetrics
 from retentiond.observe.server import MetricsServer, PasswordFile, TlsFiles
 
@@ -64,29 +64,30 @@ class EndpointCollector(Collector):
         self.base = list(base)
 
     @staticmethod
-    def _families() -> tuple[GaugeMetricFamily, CounterMetricFamily, CounterMetricFamily]:
+    def _families() -> tuple[Gauge, Counter, Counter]:
         return (
-            GaugeMetricFamily(
+            Gauge(
                 "retentiond_endpoint_up",
-                "1 while the listener accepts connections, 0 while it is down or re-created",
-                labels=[*BASE_LABELS, "endpoint"],
+                "1 while the listener accepts connections, 0 while it is down or re-created.",
+                [*BASE_LABELS, "endpoint"],
             ),
-            CounterMetricFamily(
+            Counter(
                 "retentiond_endpoint_restarts",
-                "Times the listener failed and was re-created",
-                labels=[*BASE_LABELS, "endpoint"],
+                "Times the listener failed and was re-created.",
+                [*BASE_LABELS, "endpoint"],
             ),
-            CounterMetricFamily(
+            Counter(
                 "retentiond_endpoint_client_errors",
-                "Client connections that failed or were refused, by kind",
-                labels=[*BASE_LABELS, "endpoint", "kind"],
+                "Client connections that failed or were refused, by kind (busy, timeout, "
+                "bad_request, or the exception's name).",
+                [*BASE_LABELS, "endpoint", "kind"],
             ),
         )
 
-    def describe(self) -> Iterator[GaugeMetricFamily | CounterMetricFamily]:
+    def describe(self) -> Iterator[Gauge | Counter]:
         yield from self._families()
 
-    def collect(self) -> Iterator[GaugeMetricFamily | CounterMetricFamily]:
+    def collect(self) -> Iterator[Gauge | Counter]:
         up, restarts, errors = self._families()
         base = self.base
         for name, state in self.states().items():

@@ -23,7 +23,7 @@ from collections.abc import Callable, Iterator, Mapping
 from typing import Protocol
 
 import structlog
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
 from retentiond import __version__
@@ -31,6 +31,7 @@ from retentiond.config.settings import Settings
 from retentiond.engine.figures import StoreStats
 from retentiond.engine.kind import StoreKind
 from retentiond.kinds import VOICES
+from retentiond.observe.families import Counter, Gauge
 
 log = structlog.get_logger("retentiond.metrics")
 
@@ -38,8 +39,8 @@ BASE = ["cluster", "broker"]
 RELOAD_RESULTS = ("applied", "unchanged", "refused")
 
 
-def _g(name: str, doc: str, labels: list[str] | None = None) -> GaugeMetricFamily:
-    return GaugeMetricFamily(name, doc, labels=[*BASE, *(labels or [])])
+def _g(name: str, doc: str, labels: list[str] | None = None) -> Gauge:
+    return Gauge(name, doc, [*BASE, *(labels or [])])
 
 
 class MetricsState(Protocol):
@@ -180,11 +181,11 @@ class LiveCollector(Collector):
                 "Rounds left that run a deletion pass at any hour after trigger-delete (20 per "
                 "request, as the broker's executeDeleteFilesManually).",
             ),
-            CounterMetricFamily(
+            Counter(
                 "retentiond_config_reloads",
                 "Configuration reloads (SIGHUP or file change), by result: applied, unchanged, "
                 "refused (the running configuration was kept).",
-                labels=[*BASE, "result"],
+                [*BASE, "result"],
             ),
             _g(
                 "retentiond_config_last_reload_successful",

@@ -141,13 +141,24 @@ class RetentionMetrics:
         )
         self._initialise_series()
         self.live = LiveCollector(self)
-        r.register(self.live)
         # The owner broker's process: the watched cleaner's last report (read per round).
         self.owner: Callable[[], OwnerReport | None] = lambda: None
-        r.register(OwnerCollector(self.base, lambda: self.owner()))
-        # process_* (memory, CPU, open fds, start time) and python_info, labelled like ours
-        r.register(Labelled(ProcessCollector(registry=None), self.base))
-        r.register(Labelled(PlatformCollector(registry=None), self.base))
+        # What the registry serves, in order (the README's metrics table lists them from here).
+        self.collectors: tuple[Collector, ...] = (
+            self.deleted_files,
+            self.deleted_bytes,
+            self.forced_deletions,
+            self.delete_failures,
+            self.round_duration,
+            self.last_success,
+            self.live,
+            OwnerCollector(self.base, lambda: self.owner()),
+            # process_* (memory, CPU, open fds, start time) and python_info, labelled like ours
+            Labelled(ProcessCollector(registry=None), self.base),
+            Labelled(PlatformCollector(registry=None), self.base),
+        )
+        for collector in self.collectors[6:]:
+            r.register(collector)
 
     def _initialise_series(self) -> None:
         """Create the series we know of at 0 so rate() and increase() see their first step."""

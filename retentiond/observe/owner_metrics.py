@@ -15,13 +15,14 @@ from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
 from retentiond.engine.owner import OwnerReport
+from retentiond.observe.families import Gauge
 
 BASE = ["cluster", "broker"]
 INFO_LABELS = ["pid", "name", "type", "main_class", "user"]
 
 
-def _g(name: str, doc: str, labels: list[str] | None = None) -> GaugeMetricFamily:
-    return GaugeMetricFamily(name, doc, labels=[*BASE, *(labels or [])])
+def _g(name: str, doc: str, labels: list[str] | None = None) -> Gauge:
+    return Gauge(name, doc, [*BASE, *(labels or [])])
 
 
 class OwnerCollector(Collector):

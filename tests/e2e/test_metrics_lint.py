@@ -1,6 +1,8 @@
 """``/metrics`` of a real `retentiond run` of each store kind, as Prometheus tooling sees it:
 ``promtool check metrics`` finds nothing to say, every series carries ``cluster`` and
-``broker``, ``/`` is a landing page linking ``/metrics`` and any other path is a 404.
+``broker``, every ``retentiond_*`` family served is a row of the README's metrics table with
+the same type, labels and text, ``/`` is a landing page linking ``/metrics`` and any other
+path is a 404.
 
 Each daemon runs with a stand-in broker owning its store (so the ``retentiond_owner_*``
 series exist) and a ship target (so the ``retentiond_ship_*`` series have moved), and is
@@ -9,6 +11,7 @@ scraped after its first round.
 
 from __future__ import annotations
 
+import re
 import shutil
 import subprocess
 import time
@@ -19,6 +22,7 @@ from pathlib import Path
 
 import pytest
 
+from retentiond.observe.reference import metric_rows
 from tests.conftest import Daemon, expired_spec, make_store, need, spawn_run
 from tests.e2e.test_kafka_cli import broker_holding, build_log_dir, write_config
 from tests.helpers.broker_proc import FakeBroker
@@ -117,6 +121,34 @@ def test_a_live_scrape_lints_clean_and_labels_every_series(
     assert series_without_cluster_and_broker(text) == []
     for name in ("retentiond_endpoint_up", "retentiond_owner_info", "retentiond_ship_runs_total"):
         assert f"\n{name}{{" in text, name
+    table = table_families()
+    served = served_families(text)
+    assert set(served) <= set(table), set(served) - set(table)
+    for name, (type_, help_, labels) in served.items():
+        assert (type_, help_) == table[name][:2], name
+        if labels is not None:  # a family with samples
+            assert labels == table[name][2], name
+
+
+def served_families(exposition: str) -> dict[str, tuple[str, str, frozenset[str] | None]]:
+    """Each retentiond family of a scrape: its type, HELP text and the label names of its
+    samples (besides cluster, broker and a histogram's le; None: no sample)."""
+    helps = dict(re.findall(r"^# HELP (retentiond_\w+) (.*)$", exposition, re.MULTILINE))
+    types = dict(re.findall(r"^# TYPE (retentiond_\w+) (\w+)$", exposition, re.MULTILINE))
+    labels: dict[str, set[str] | None] = dict.fromkeys(helps)
+    for name, body in re.findall(r"^(retentiond_\w+)\{(.*)\} ", exposition, re.MULTILINE):
+        stem = re.sub(r"_(bucket|count|sum)$", "", name)
+        family = name if name in labels else stem
+        seen = set(re.findall(r'(\w+)="', body)) - {"cluster", "broker", "le"}
+        labels[family] = (labels[family] or set()) | seen
+    return {
+        name: (types[name], helps[name], None if labels[name] is None else frozenset(labels[name]))
+        for name in helps
+    }  # fmt: skip
+
+
+def table_families() -> dict[str, tuple[str, str, frozenset[str]]]:
+    return {r.name: (r.type, r.help, frozenset(r.labels)) for r in metric_rows()}
 
 
 def test_the_root_is_a_landing_page_and_other_paths_are_404(
