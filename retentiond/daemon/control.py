@@ -298,6 +298,8 @@ class _Loop:
         self._stopped = threading.Event()
         self._stopped.set()
         self._closed = False
+        self._scratch = bytearray(65536)
+        self._view = memoryview(self._scratch)
 
     # -- what keep_serving and ControlServer call -----------------------------------------
     @property
@@ -360,7 +362,7 @@ class _Loop:
 
     def _accept(self) -> None:
         control = self.control
-        for _ in range(64):  # then let the others have a turn
+        for _ in range(256):  # then let the others have a turn
             try:
                 sock, _addr = self.socket.accept()
             except BlockingIOError:
@@ -421,16 +423,20 @@ class _Loop:
             elif conn.state == _CLOSING:
                 self._linger(conn)
         except OSError as exc:
-            self.control.errors.add(type(exc).__name__, exc)
+            if conn.state != _CLOSING:  # answered already: how the client hangs up is its own
+                self.control.errors.add(type(exc).__name__, exc)
             self._close(conn)
         except Exception as exc:  # never let a client end the loop; count and move on
             self.control.errors.add(type(exc).__name__, exc)
             self._close(conn)
 
     def _read(self, conn: _Conn) -> None:
-        chunk = conn.sock.recv(65536)
-        if chunk:
-            conn.inbuf += chunk
+        # Into one scratch buffer, and never more than one byte past the limit: a client's
+        # megabytes cost no memory here.
+        want = min(len(self._scratch), MAX_REQUEST_BYTES + 1 - len(conn.inbuf))
+        n = conn.sock.recv_into(self._scratch, want)
+        if n:
+            conn.inbuf += self._view[:n]
             newline = conn.inbuf.find(b"\n")
             if newline >= 0:
                 self._request(conn, bytes(conn.inbuf[:newline]))
@@ -444,6 +450,7 @@ class _Loop:
 
     def _request(self, conn: _Conn, line: bytes) -> None:
         conn.state = _WORKING
+        conn.inbuf = bytearray()
         self.selector.unregister(conn.sock)  # nothing more is read until the reply is sent
         self.control.dispatch(self, conn, line)
 
@@ -504,7 +511,7 @@ class _Loop:
     def _linger(self, conn: _Conn) -> None:
         for _ in range(16):
             try:
-                if not conn.sock.recv(65536):
+                if not conn.sock.recv_into(self._scratch):
                     self._close(conn)
                     return
             except BlockingIOError:
@@ -634,7 +641,7 @@ class ControlServer:
         finally:
             os.umask(old_umask)
         os.chmod(self.path, 0o600)
-        sock.listen(128)
+        sock.listen(socket.SOMAXCONN)  # a burst waits in the kernel, not in a client's error
         return _Loop(self, sock)
 
     def _supervise(self) -> None:
@@ -798,7 +805,7 @@ def _exchange(
     with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
         sock.settimeout(timeout)
         try:
-            sock.connect(str(path))
+            _connect(sock, path, timeout)
             # A busy daemon answers at once, before reading, and closes: its reply is here.
             with contextlib.suppress(BrokenPipeError, ConnectionResetError):
                 sock.sendall(json.dumps(payload).encode() + b"\n")
@@ -838,6 +845,20 @@ def _exchange(
         raise ControlError(f"the daemon refused {command!r}: {error or 'no reason given'}")
     reply["daemon"] = daemon
     return reply
+
+
+def _connect(sock: socket.socket, path: Path, timeout: float) -> None:
+    """``connect`` that waits (up to ``timeout``) while the daemon's backlog is full: with a
+    timeout set, a Unix socket's connect fails at once with EAGAIN instead of waiting."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            sock.connect(str(path))
+            return
+        except BlockingIOError:
+            if time.monotonic() >= deadline:
+                raise TimeoutError(f"the daemon's queue stayed full for {timeout} s") from None
+            time.sleep(0.01)
 
 
 def request(path: Path, command: str, *, timeout: float = 5.0) -> dict[str, object]:
