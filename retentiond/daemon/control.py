@@ -174,12 +174,13 @@ def _check_path_length(path: Path) -> None:
         )
 
 
-def _peer_cred(conn: socket.socket) -> tuple[int, int]:
-    """(pid, uid) of the peer; pid 0 when the kernel cannot say (another pid namespace)."""
+def _peer_cred(conn: socket.socket) -> tuple[int, int | None]:
+    """(pid, uid) of the peer; pid 0 when the kernel cannot say (another pid namespace), and
+    all such peers share one cap."""
     try:
         creds = conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
     except OSError:
-        return 0, -1
+        return 0, None
     pid, uid, _gid = struct.unpack("3i", creds)
     return pid, uid
 
@@ -384,7 +385,7 @@ class _Loop:
         control = self.control
         now = time.monotonic()
         pid, uid = _peer_cred(sock)
-        if uid not in (0, os.getuid()):
+        if uid is not None and uid not in (0, os.getuid()):
             # The 0600 mode already keeps others out; this covers a socket path someone
             # pointed into a shared directory with looser ACLs.
             conn = _Conn(sock, None, now + LINGER_S)
@@ -832,12 +833,12 @@ def _exchange(
     daemon = dict(daemon) if isinstance(daemon, dict) else {}
     serves = daemon.get("config")
     if reply.get("wrong_config") or (config is not None and serves not in (None, config)):
+        pid = f" (pid {daemon['pid']})" if daemon.get("pid") else ""
+        # Refused by the daemon itself unless it ignored the request's config (and ran it).
+        done = "nothing was asked of it" if not reply.get("ok") else f"it answered {command!r}"
         raise WrongDaemon(
-            f"the daemon on {path}{_describe(daemon)} serves another configuration, not "
-            f"{config}; nothing was asked of it"
-            if not reply.get("ok")
-            else f"the daemon on {path}{_describe(daemon)} serves another configuration, "
-            f"not {config}",
+            f"the daemon on {path}{pid} serves {serves or 'another configuration'}, "
+            f"not {config}; {done}",
             daemon,
         )
     if not reply.get("ok"):
@@ -901,7 +902,7 @@ def ask(paths: Iterable[Path], command: str, *, config: str, timeout: float = 5.
             path,
         )
     if wrong is not None:
-        raise WrongDaemon(f"{wrong}; no daemon serving {config} answers", wrong.daemon)
+        raise wrong
     if failed is not None:
         raise failed
     if len(missing) == 1:

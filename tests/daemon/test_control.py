@@ -192,7 +192,8 @@ def test_a_request_for_another_configuration_runs_nothing(
     assert reply["ok"] is False and reply["wrong_config"] is True
     assert "serves /etc/retentiond/a.yaml, not /etc/retentiond/b.yaml" in str(reply["error"])
     assert ran == []
-    with pytest.raises(control.WrongDaemon, match=r"pid 7, serving /etc/retentiond/a\.yaml"):
+    wrong = r"\(pid 7\) serves /etc/retentiond/a\.yaml, not /etc/retentiond/b\.yaml; nothing"
+    with pytest.raises(control.WrongDaemon, match=wrong):
         control.ask([srv.path], "trigger-delete", config="/etc/retentiond/b.yaml")
     assert ran == []
     answer = control.ask([srv.path], "trigger-delete", config="/etc/retentiond/a.yaml")

@@ -103,7 +103,7 @@ def test_a_daemon_serving_another_file_is_refused_and_asked_nothing(
     for command in ("status", "trigger-delete"):
         result = run_cli(command, "--config", str(other), timeout=30)
         assert result.code == 7, (command, result.out, result.err)
-        assert f"pid {da.proc.pid}, serving {a}" in result.err
+        assert f"(pid {da.proc.pid}) serves {a}, not {other}" in result.err
         assert "nothing was asked of it" in result.err
         assert result.out == ""
     assert da.status()["manual_requested"] is False
