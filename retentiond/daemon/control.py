@@ -721,15 +721,9 @@ class ControlServer:
         wanted = request.get("config")
         mine = self.identity().get("config") if self.identity is not None else None
         if isinstance(wanted, str) and mine is not None and wanted != mine:
-            self.errors.add("wrong_config")
-            loop.complete(
-                conn,
-                {
-                    "ok": False,
-                    "wrong_config": True,
-                    "error": f"this daemon serves {mine}, not {wanted}; nothing was done",
-                },
-            )
+            error = f"this daemon serves {mine}, not {wanted}; nothing was done"
+            self.errors.add("wrong_config", BadRequest(error))
+            loop.complete(conn, {"ok": False, "wrong_config": True, "error": error})
             return
         self._work.put((loop, conn, request))
 

@@ -140,35 +140,30 @@ def test_idle_connections_cost_no_answer(
     tmp_path: Path, short_dir: Path, spawn_daemon: Callable[..., Daemon]
 ) -> None:
     """200 idle connections from 20 processes, then 50 `status` requests from 50 processes at
-    once: all 50 answered. The goal is within 2 s; the bound here is generous, the figure is
-    printed."""
+    once: all 50 answered. The goal is within 2 s; the bound here is generous (a loaded CI
+    machine), the figure is printed."""
     sock = short_dir / "control.sock"
     d, config = _start(spawn_daemon, tmp_path / "a", retentiond={"controlSocket": str(sock)})
-    out = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "tests.helpers.control_clients",
-            str(sock),
-            "--idle",
-            "200",
-            "--per-process",
-            "10",
-            "--status",
-            "50",
-            "--config",
-            os.path.realpath(config),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=150,
-    )
-    assert out.returncode == 0, out.stderr
-    summary = json.loads(out.stdout)
-    print(f"200 idle, 50 concurrent status: {summary}")
-    assert summary["idle_opened"] == 200
-    assert summary["answered"] == 50
-    assert summary["ok"] == 50, summary["errors"]
-    assert summary["seconds"] < 30
+    real = os.path.realpath(config)
+    # 200 from 20 processes of 10; then one process leaking 71 (the first 16 held, the rest
+    # told "busy" at once): neither takes an answer from the 50.
+    for idle, per_process in ((200, 10), (71, 71)):
+        out = subprocess.run(
+            [
+                *(sys.executable, "-m", "tests.helpers.control_clients", str(sock)),
+                *("--idle", str(idle), "--per-process", str(per_process)),
+                *("--status", "50", "--config", real),
+            ],
+            capture_output=True,
+            text=True,
+            timeout=150,
+        )
+        assert out.returncode == 0, out.stderr
+        summary = json.loads(out.stdout)
+        print(f"{idle} idle ({per_process} a process), 50 concurrent status: {summary}")
+        assert summary["idle_opened"] == idle
+        assert summary["answered"] == 50
+        assert summary["ok"] == 50, summary["errors"]
+        assert summary["seconds"] < 30
     assert d.cli("status").code == 0
     assert d.proc.poll() is None
