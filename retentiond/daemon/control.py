@@ -595,15 +595,19 @@ class ControlServer:
 
     @property
     def state(self) -> dict[str, object]:
-        server = self._server
         return {
             "up": self.up,
             "restarts": self.restarts,
             "last_error": self.last_error,
             "errors": self.errors.snapshot(),
-            "connections": server.connections if server is not None else 0,
             "max_clients_per_peer": self.max_per_peer,
         }
+
+    @property
+    def connections(self) -> int:
+        """Client connections open now (idle ones included)."""
+        server = self._server
+        return server.connections if server is not None else 0
 
     def envelope(self, reply: Mapping[str, object]) -> dict[str, object]:
         """``reply`` with the daemon's identity, as every reply carries it."""
