@@ -114,6 +114,7 @@ def test_a_daemon_serving_another_file_is_refused_and_asked_nothing(
     assert f"serving {a}" in result.out + result.err
     assert "its own retentiond.controlSocket" in result.out + result.err
     assert da.proc.poll() is None and sock_a.exists()
+    assert da.terminate()[0] == 0 and not sock_a.parent.exists()  # nothing left in /run
 
 
 def test_a_refused_reload_is_a_warning_beside_the_answer(
@@ -134,6 +135,7 @@ def test_a_refused_reload_is_a_warning_beside_the_answer(
         assert "warning:" in result.err and "a reload was refused" in result.err
         assert f"runs settings {running}" in result.err
     assert d.status()["config"]["hash"] == running
+    assert d.terminate()[0] == 0
 
 
 def test_idle_connections_cost_no_answer(
