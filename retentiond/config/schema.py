@@ -809,7 +809,7 @@ KEYS: tuple[ConfigKey, ...] = (
         "Unix socket (mode 0600) on which `status` and `trigger-delete` reach the daemon.",
         default=None,
         default_doc="`$RUNTIME_DIRECTORY/control.sock`, else "
-        "`/run/retentiond/<config file name>/control.sock`",
+        "`/run/retentiond/<config file stem>-<8 hex of the sha256 of its real path>/control.sock`",
         nullable=True,
     ),
     ConfigKey(

@@ -87,9 +87,11 @@ class Daemon:
         self.cleaner = Cleaner(kind, journal=journal, stop=self.stop_event)
         self.cleaner.add_listener(self.state)  # files that would not go
         self.watcher = watcher or reload.ConfigWatcher(config_path)
+        self.config_real = control.real_config_path(config_path)
         self.control = control.ControlServer(
             control.socket_path(settings, config_path),
             {"status": self._cmd_status, "trigger-delete": self._cmd_trigger},
+            identity=self._identity,
         )
         self.metrics = DaemonMetrics(self, self.cleaner)  # /metrics; listens to the cleaner
         self.scheduler = BackgroundScheduler(
@@ -412,6 +414,15 @@ class Daemon:
             "metrics": server.state if server is not None else None,
         }
         return doc
+
+    def _identity(self) -> dict[str, object]:
+        """Carried by every control reply: which file this daemon serves, the hash of the
+        settings it runs (a refused reload leaves the older one) and its pid."""
+        return {
+            "config": self.config_real,
+            "config_hash": self.state.settings.config_hash,
+            "pid": os.getpid(),
+        }
 
     def _cmd_status(self, request: dict[str, object]) -> dict[str, object]:
         return self.status()
