@@ -77,6 +77,9 @@ class Daemon:
         landing in between is still seen as a change. ``dry_run`` (`run --dry-run`) holds
         ``retentiond.dryRun`` true for the whole run, reloads included."""
         self.force_dry_run = dry_run
+        # The hash of what the file says, by the hash of what this run uses (they differ under
+        # --dry-run): a client compares the file it reads with the former.
+        self._file_hash_of: dict[str, str] = {}
         settings = self._forced(settings)
         self.config_path = config_path
         self.journal = journal
@@ -370,9 +373,11 @@ class Daemon:
         """``settings`` as this run uses them: with ``--dry-run``, ``dryRun`` is true."""
         if not self.force_dry_run or settings.daemon.dry_run:
             return settings
-        return dataclasses.replace(
+        forced = dataclasses.replace(
             settings, daemon=dataclasses.replace(settings.daemon, dry_run=True)
         )
+        self._file_hash_of[forced.config_hash] = settings.config_hash
+        return forced
 
     def _apply(self, new: Settings, old: Settings) -> None:
         with self._pending_lock:
@@ -417,10 +422,12 @@ class Daemon:
 
     def _identity(self) -> dict[str, object]:
         """Carried by every control reply: which file this daemon serves, the hash of the
-        settings it runs (a refused reload leaves the older one) and its pid."""
+        settings it runs as the file states them (a refused reload leaves the older one;
+        ``run --dry-run`` is not the file's) and its pid."""
+        running = self.state.settings.config_hash
         return {
             "config": self.config_real,
-            "config_hash": self.state.settings.config_hash,
+            "config_hash": self._file_hash_of.get(running, running),
             "pid": os.getpid(),
         }
 
