@@ -8,8 +8,12 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from retentiond.config.settings import Settings
+
+if TYPE_CHECKING:
+    from retentiond.journal.writer import Journal
 
 EXIT_OK = 0
 EXIT_INTERNAL = 1
@@ -50,7 +54,7 @@ def journal_dir(settings: Settings) -> Path:
     return default_journal_dir(kind_for(settings).directories())
 
 
-def open_journal(settings: Settings):
+def open_journal(settings: Settings) -> Journal:
     from retentiond.journal.writer import Journal, Origin
 
     origin = Origin.local(settings.broker_cluster_name, settings.broker_name, settings.store_label)

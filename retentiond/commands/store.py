@@ -6,6 +6,7 @@ import argparse
 import os
 import sys
 from pathlib import Path
+from typing import Any
 
 from retentiond.commands.common import EXIT_OK, EXIT_USAGE, load_settings_or_exit
 
@@ -46,7 +47,7 @@ def _gen_kafka(args: argparse.Namespace) -> int:
         print("error: --sparse is for RocketMQ stores", file=sys.stderr)
         return EXIT_USAGE
     spec = KafkaStoreSpec(now_ms=int(time.time() * 1000))
-    overrides: dict[str, object] = {}
+    overrides: dict[str, Any] = {}  # (checked by the dataclass's own types below)
     if args.topics is not None:
         overrides["topics"] = args.topics
     if args.messages is not None:
@@ -55,7 +56,7 @@ def _gen_kafka(args: argparse.Namespace) -> int:
         overrides["segment_bytes"] = args.file_size
     if args.oldest_hours is not None:
         overrides["span_ms"] = int(args.oldest_hours * 3_600_000)
-    spec = dataclasses.replace(spec, **overrides)  # type: ignore[arg-type]
+    spec = dataclasses.replace(spec, **overrides)
     log_dir = Path(args.dir).absolute()
     store = generate_kafka_store(log_dir, spec)
     segments = sum(len(s) for s in store.partitions.values())
@@ -103,7 +104,7 @@ def cmd_gen_store(args: argparse.Namespace) -> int:
     from retentiond.storegen.rocketmq import PRESETS, generate_store, write_config
 
     spec = PRESETS[args.preset]
-    overrides: dict[str, object] = {"sparse": True} if args.sparse else {}
+    overrides: dict[str, Any] = {"sparse": True} if args.sparse else {}
     if args.messages is not None:
         overrides["messages"] = args.messages
     if args.file_size is not None:

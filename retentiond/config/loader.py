@@ -504,7 +504,7 @@ def _kafka_properties(data: bytes, fmt: Format, file: str) -> _KafkaProps | None
             return _KafkaProps({}, {}, [_kafka_problem(file, p) for p in exc.problems])
         return _KafkaProps(props, {}, [])
     text = data.decode("iso-8859-1")
-    props: dict[str, str] = {}
+    props = {}
     lines: dict[str, list[int]] = {}
     problems: list[ConfigProblem] = []
     for number, key, value, error in parse_properties(text):

@@ -266,7 +266,7 @@ def _coerce_fraction(spec: ConfigKey, raw: object, fmt: Format) -> float:
                 f"reads this key as an int and would silently ignore {text!r}){hint}"
             )
         if not lo_p <= percent <= hi_p:
-            clamp = lo_p if percent < lo_p else hi_p
+            clamp: float = lo_p if percent < lo_p else hi_p
             raise Invalid(
                 f"must be a percent between {lo_p} and {hi_p} "
                 f"(the broker would silently clamp it to {clamp})"
@@ -809,7 +809,7 @@ KEYS: tuple[ConfigKey, ...] = (
         "Unix socket (mode 0600) on which `status` and `trigger-delete` reach the daemon.",
         default=None,
         default_doc="`$RUNTIME_DIRECTORY/control.sock`, else "
-        "`/run/retentiond/<config file name>/control.sock`",
+        "`/run/retentiond/<config file stem>-<8 hex of the sha256 of its real path>/control.sock`",
         nullable=True,
     ),
     ConfigKey(

@@ -17,6 +17,7 @@ state (last CommitLog minimum, manual rounds left) is only ever written by the r
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import os
 import queue
@@ -38,8 +39,9 @@ from apscheduler.executors.pool import ThreadPoolExecutor
 from apscheduler.schedulers.background import BackgroundScheduler
 from apscheduler.triggers.interval import IntervalTrigger
 
+from retentiond.config.loader import load_settings
 from retentiond.config.settings import Settings
-from retentiond.daemon import control, reload
+from retentiond.daemon import control, reload, shipping
 from retentiond.daemon.notify import Notifier, watchdog_interval_s
 from retentiond.daemon.state import DaemonState, scan_ok, wall_ms
 from retentiond.daemon.statustext import deleted_text, summary_line
@@ -69,9 +71,16 @@ class Daemon:
         journal: Journal | None,
         notifier: Notifier | None = None,
         watcher: reload.ConfigWatcher | None = None,
+        dry_run: bool = False,
     ) -> None:
         """``watcher`` should be created before ``settings`` were loaded, so that an edit
-        landing in between is still seen as a change."""
+        landing in between is still seen as a change. ``dry_run`` (`run --dry-run`) holds
+        ``retentiond.dryRun`` true for the whole run, reloads included."""
+        self.force_dry_run = dry_run
+        # The hash of what the file says, by the hash of what this run uses (they differ under
+        # --dry-run): a client compares the file it reads with the former.
+        self._file_hash_of: dict[str, str] = {}
+        settings = self._forced(settings)
         self.config_path = config_path
         self.journal = journal
         self.notifier = notifier or Notifier()
@@ -81,9 +90,11 @@ class Daemon:
         self.cleaner = Cleaner(kind, journal=journal, stop=self.stop_event)
         self.cleaner.add_listener(self.state)  # files that would not go
         self.watcher = watcher or reload.ConfigWatcher(config_path)
+        self.config_real = control.real_config_path(config_path)
         self.control = control.ControlServer(
             control.socket_path(settings, config_path),
             {"status": self._cmd_status, "trigger-delete": self._cmd_trigger},
+            identity=self._identity,
         )
         self.metrics = DaemonMetrics(self, self.cleaner)  # /metrics; listens to the cleaner
         self.scheduler = BackgroundScheduler(
@@ -177,9 +188,13 @@ class Daemon:
             EVENT_JOB_SUBMITTED | EVENT_JOB_MAX_INSTANCES | EVENT_JOB_MISSED,
         )
         interval_ms = self.cleaner.kind.cadence(s).round_interval_ms
+        first = datetime.now(UTC) + timedelta(milliseconds=s.daemon.initial_delay_ms)
         self.scheduler.add_job(
             self._round_job,
             _interval_trigger(interval_ms, s.daemon.initial_delay_ms),
+            # Explicit: a trigger whose start is already past when the scheduler starts (an
+            # initialDelay of 0) would otherwise first fire a whole interval later.
+            next_run_time=first,
             id=ROUND_JOB,
             name="cleaning round",
         )
@@ -188,9 +203,7 @@ class Daemon:
             IntervalTrigger(seconds=reload.POLL_INTERVAL_S, timezone=UTC),
             id="config-poll",
         )
-        from retentiond.journal import ship  # closed journal segments to retentiond.ship.target
-
-        ship.schedule(
+        shipping.schedule(  # closed journal segments to retentiond.ship.target
             self.scheduler,
             lambda: self.cleaner.settings,
             self.journal,
@@ -329,7 +342,9 @@ class Daemon:
         if ready:
             self.notifier.reloading()
         current = self.state.settings
-        result = reload.check_reload(self.config_path, current, trigger)
+        result = reload.check_reload(
+            self.config_path, current, trigger, load=lambda p: self._forced(load_settings(p))
+        )
         if result.refused:
             self.state.reload_refused(trigger, result.problems)
             log.error(
@@ -353,6 +368,16 @@ class Daemon:
             )
         if ready:
             self.notifier.ready(summary_line(self.status(), self.cleaner.kind))
+
+    def _forced(self, settings: Settings) -> Settings:
+        """``settings`` as this run uses them: with ``--dry-run``, ``dryRun`` is true."""
+        if not self.force_dry_run or settings.daemon.dry_run:
+            return settings
+        forced = dataclasses.replace(
+            settings, daemon=dataclasses.replace(settings.daemon, dry_run=True)
+        )
+        self._file_hash_of[forced.config_hash] = settings.config_hash
+        return forced
 
     def _apply(self, new: Settings, old: Settings) -> None:
         with self._pending_lock:
@@ -394,6 +419,17 @@ class Daemon:
             "metrics": server.state if server is not None else None,
         }
         return doc
+
+    def _identity(self) -> dict[str, object]:
+        """Carried by every control reply: which file this daemon serves, the hash of the
+        settings it runs as the file states them (a refused reload leaves the older one;
+        ``run --dry-run`` is not the file's) and its pid."""
+        running = self.state.settings.config_hash
+        return {
+            "config": self.config_real,
+            "config_hash": self._file_hash_of.get(running, running),
+            "pid": os.getpid(),
+        }
 
     def _cmd_status(self, request: dict[str, object]) -> dict[str, object]:
         return self.status()

@@ -8,7 +8,7 @@ daemon call it, the engine never does. ``voice_named`` finds a kind's voice
 from __future__ import annotations
 
 from retentiond.config.settings import Settings
-from retentiond.engine.kind import KindVoice, StoreKind
+from retentiond.engine.kind import AnyKind, KindVoice, StoreKind
 from retentiond.kinds.kafka.voice import KafkaVoice
 from retentiond.kinds.rocketmq.voice import RocketMQVoice
 
@@ -28,14 +28,20 @@ def voice_named(name: object) -> KindVoice | None:
     return None
 
 
-def kind_for(settings: Settings) -> StoreKind:
+def kind_for(settings: Settings) -> AnyKind:
     """The store kind a validated configuration describes: a Kafka broker's log dirs when it
-    carries a ``server.properties`` (``Settings.kafka``), else a RocketMQ store."""
+    carries a ``server.properties`` (``Settings.kafka``), else a RocketMQ store. Each is
+    checked against ``StoreKind`` with its own snapshot and plan types."""
     if settings.kafka is not None:
         from retentiond.kinds.kafka.config import for_server
-        from retentiond.kinds.kafka.kind import Kafka
+        from retentiond.kinds.kafka.kind import Kafka, KafkaSnapshot
+        from retentiond.kinds.kafka.plan import KafkaPlan
 
-        return Kafka(settings, for_server(settings.kafka))
+        kafka: StoreKind[KafkaSnapshot, KafkaPlan] = Kafka(settings, for_server(settings.kafka))
+        return kafka
     from retentiond.kinds.rocketmq.kind import RocketMQ
+    from retentiond.kinds.rocketmq.plan import Plan
+    from retentiond.kinds.rocketmq.snapshot import Snapshot
 
-    return RocketMQ(settings)
+    rocketmq: StoreKind[Snapshot, Plan] = RocketMQ(settings)
+    return rocketmq

@@ -23,13 +23,13 @@ from collections.abc import Callable, Iterator, Mapping
 from typing import Protocol
 
 import structlog
-from prometheus_client.core import GaugeMetricFamily, Metric
+from prometheus_client.core import Metric
 from prometheus_client.registry import Collector
 
 from retentiond import __version__
 from retentiond.config.settings import Settings
 from retentiond.engine.figures import StoreStats
-from retentiond.engine.kind import StoreKind
+from retentiond.engine.kind import AnyKind
 from retentiond.kinds import VOICES
 from retentiond.observe.families import Counter, Gauge
 
@@ -49,7 +49,7 @@ class MetricsState(Protocol):
 
     base: tuple[str, str]
     stats: StoreStats | None
-    kind: StoreKind
+    kind: AnyKind
     status: Callable[[], Mapping[str, object]] | None
     current_settings: Callable[[], Settings]
     clock_s: Callable[[], float]
@@ -80,7 +80,7 @@ class LiveCollector(Collector):
 
     # ---- disk ---------------------------------------------------------------------------
     @staticmethod
-    def _disk_families() -> tuple[GaugeMetricFamily, GaugeMetricFamily, GaugeMetricFamily]:
+    def _disk_families() -> tuple[Gauge, Gauge, Gauge]:
         return (
             _g(
                 "retentiond_disk_used_ratio",
@@ -120,7 +120,7 @@ class LiveCollector(Collector):
 
     # ---- store figures (cached by the last round) -----------------------------------------
     @staticmethod
-    def _store_families() -> tuple[GaugeMetricFamily, ...]:
+    def _store_families() -> tuple[Gauge, ...]:
         return (
             _g("retentiond_files", "Files in the store, by kind (as of the last scan).", ["kind"]),
             _g(
@@ -164,7 +164,7 @@ class LiveCollector(Collector):
 
     # ---- the daemon's status ------------------------------------------------------------
     @staticmethod
-    def _status_families() -> tuple[Metric, ...]:
+    def _status_families() -> tuple[Gauge, Gauge, Gauge, Counter, Gauge, Gauge, Gauge]:
         return (
             _g(
                 "retentiond_expired_files_pending",
@@ -219,12 +219,12 @@ class LiveCollector(Collector):
         held_dirs = set(held) if isinstance(held, list) else set()
         for d in settings.store_dirs:
             plan_only.add_metric([*base, d], 1.0 if d in held_dirs else 0.0)
-        if isinstance(doc.get("pending_expired"), int):
-            pending.add_metric(base, doc["pending_expired"])  # type: ignore[arg-type]
+        if isinstance(expired := doc.get("pending_expired"), int):
+            pending.add_metric(base, expired)
         hung_files = doc.get("hung_files")
         hung.add_metric(base, len(hung_files) if isinstance(hung_files, list) else 0)
-        if isinstance(doc.get("manual_rounds_left"), int):
-            manual.add_metric(base, doc["manual_rounds_left"])  # type: ignore[arg-type]
+        if isinstance(left := doc.get("manual_rounds_left"), int):
+            manual.add_metric(base, left)
         config = doc.get("config")
         config = config if isinstance(config, Mapping) else {}
         counts = config.get("reloads")
@@ -252,7 +252,7 @@ class LiveCollector(Collector):
             names.update(dict.fromkeys(voice.info_label_names))
         return tuple(names)
 
-    def _config_families(self) -> tuple[GaugeMetricFamily, ...]:
+    def _config_families(self) -> tuple[Gauge, ...]:
         return (
             _g(
                 "retentiond_config_info",

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 
-from prometheus_client.core import GaugeMetricFamily, Metric
+from prometheus_client.core import Metric
 from prometheus_client.registry import Collector
 
 from retentiond.engine.owner import OwnerReport
@@ -34,7 +34,7 @@ class OwnerCollector(Collector):
         yield from self._families()
 
     @staticmethod
-    def _families() -> tuple[GaugeMetricFamily, ...]:
+    def _families() -> tuple[Gauge, ...]:
         return (
             _g(
                 "retentiond_owner_running",

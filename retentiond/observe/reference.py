@@ -20,9 +20,10 @@ from prometheus_client.registry import Collector
 
 from retentiond.config.loader import load_settings
 from retentiond.engine.figures import StoreStats
-from retentiond.journal.ship import ShipCollector
+from retentiond.journal.ship import ShipCounters
 from retentiond.observe.daemon_metrics import EndpointCollector
 from retentiond.observe.metrics import BASE_LABELS, RetentionMetrics
+from retentiond.observe.ship_metrics import ShipCollector
 
 # Labels a histogram or summary adds to its samples, not declared by its family.
 _SAMPLE_ONLY_LABELS = frozenset({"le", "quantile"})
@@ -49,7 +50,7 @@ def daemon_collectors() -> tuple[Collector, ...]:
     return (
         *metrics.collectors,
         EndpointCollector(dict, metrics.base),
-        ShipCollector(),
+        ShipCollector(ShipCounters()),
     )
 
 

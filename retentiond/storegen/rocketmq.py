@@ -608,10 +608,10 @@ def _write_consume_queues(
     cq_root: Path,
     spec: StoreSpec,
     topics: list[str],
-    phys: array,
-    sizes: array,
-    stamps: array,
-    tag_codes: array | None,
+    phys: array[int],
+    sizes: array[int],
+    stamps: array[int],
+    tag_codes: array[int] | None,
     const_tags_code: int,
 ) -> dict[tuple[str, int], tuple[ConsumeQueueFile, ...]]:
     n = len(phys)

@@ -13,6 +13,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from retentiond.config.kafka import (
     BROKER_KEYS,
@@ -74,12 +75,12 @@ def apply_topic_overrides(
 ) -> TopicConfig:
     """Topic-level keys over the broker's values; other topic keys (segment.bytes, ...) do
     not change what retention deletes. Raises ValueError naming source, key and value."""
-    changes: dict[str, object] = {}
+    changes: dict[str, Any] = {}  # (values of the fields' own types: topic_value's)
     for key, raw in overrides.items():
         value = topic_value(key, str(raw), source)
         if value is not None:
             changes[_FIELDS[key]] = value
-    return dataclasses.replace(base, **changes) if changes else base  # type: ignore[arg-type]
+    return dataclasses.replace(base, **changes) if changes else base
 
 
 @dataclass(frozen=True)

@@ -21,12 +21,12 @@ from retentiond.config.kafka import broker_retention
 from retentiond.config.settings import Settings
 from retentiond.engine.decision import Decision
 from retentiond.engine.disk import measure_path
-from retentiond.engine.execute import Run, open_dir_below
+from retentiond.engine.execute import open_dir_below
 from retentiond.engine.figures import DiskFigures, KindStats, StoreStats
 from retentiond.engine.holds import HeldFile
-from retentiond.engine.kind import Cadence, StatusDoc
+from retentiond.engine.kind import Cadence, RoundServices, StatusDoc
 from retentiond.engine.rollup import IdleView
-from retentiond.engine.round import Round
+from retentiond.engine.runs import Run
 from retentiond.kinds.kafka import formats as fm
 from retentiond.kinds.kafka.config import KafkaServerConfig, for_server
 from retentiond.kinds.kafka.metadata import METADATA_PARTITION_DIR, MetadataError, read_metadata
@@ -39,10 +39,10 @@ from retentiond.kinds.kafka.offline import (
     write_log_start_checkpoint,
 )
 from retentiond.kinds.kafka.plan import KafkaPlan, LogDirPlan
-from retentiond.kinds.kafka.policy import TopicConfig, plan_partition
+from retentiond.kinds.kafka.policy import PartitionPlan, TopicConfig, plan_partition
 from retentiond.kinds.kafka.scan import LogDirSnapshot, scan_log_dir
 from retentiond.kinds.kafka.voice import KafkaVoice
-from retentiond.reasons import KAFKA_DELETE_REASONS, Kind
+from retentiond.reasons import KAFKA_DELETE_REASONS, FileKind, Kind, Reason
 
 DISK_WARNING_RATIO = 0.90  # retentiond.kafka.diskWarningRatio's default
 DISK_STATES = ("ok", "warning_level")  # RocketMQ's over_max_ratio and clean_forcibly: never
@@ -53,7 +53,7 @@ class _NoHolds:
     """Kafka has no forcible interval: a segment held by another process than the broker is
     simply kept (the broker's own holds are the lock)."""
 
-    def interval(self, kind: Kind) -> int:
+    def interval(self, kind: FileKind) -> int:
         return 2**62
 
 
@@ -69,9 +69,11 @@ class KafkaSnapshot:
 
 
 class Kafka(KafkaVoice):
-    file_kinds = (Kind.KAFKA_SEGMENT,)
-    phases = (Kind.KAFKA_SEGMENT.value,)
-    deletion_series = tuple((Kind.KAFKA_SEGMENT, r) for r in sorted(KAFKA_DELETE_REASONS))
+    file_kinds: tuple[Kind, ...] = (Kind.KAFKA_SEGMENT,)
+    phases: tuple[str, ...] = (Kind.KAFKA_SEGMENT.value,)
+    deletion_series: tuple[tuple[Kind, Reason], ...] = tuple(
+        (Kind.KAFKA_SEGMENT, r) for r in sorted(KAFKA_DELETE_REASONS)
+    )
     # The used ratio of a log dir's filesystem above which its disk is at the warning level
     # (``retentiond_disk_state{state="warning_level"}``). Kafka has no such setting of its
     # own: a broker writes until the disk is full and then takes the log dir offline.
@@ -143,7 +145,7 @@ class Kafka(KafkaVoice):
     def _config_for(self, snap: KafkaSnapshot, topic: str) -> TopicConfig | None:
         return self.server.config_for(topic, snap.overrides, snap.broker_layers)
 
-    def plan_round(self, snapshot: KafkaSnapshot, rnd: Round) -> KafkaPlan:
+    def plan_round(self, snapshot: KafkaSnapshot, rnd: RoundServices) -> KafkaPlan:
         rnd.phase(Kind.KAFKA_SEGMENT.value)
         planned: list[LogDirPlan] = []
         configs: dict[str, TopicConfig | None] = {}  # a topic's config, worked out once a round
@@ -192,7 +194,9 @@ class Kafka(KafkaVoice):
             errors=tuple(errors),
         )
 
-    def _carry_out(self, ld: LogDirSnapshot, parts: tuple, rnd: Round) -> tuple[str, ...]:
+    def _carry_out(
+        self, ld: LogDirSnapshot, parts: tuple[PartitionPlan, ...], rnd: RoundServices
+    ) -> tuple[str, ...]:
         """Each partition's prefix through the engine (holds, journal, re-check, unlink),
         then what the engine does not know: companions, epochs, the checkpoint. Returns
         what kept a partition's prefix from being carried out (a roll that could not be
@@ -216,7 +220,7 @@ class Kafka(KafkaVoice):
                     )
                     continue
             outcomes = rnd.execute(Run(run))
-            gone = [o.decision.start_offset for o in outcomes if o.deleted]
+            gone = [b for o in outcomes if o.deleted and (b := o.decision.start_offset) is not None]
             for base in gone:
                 remove_companions(plan, base, result)
             changed |= finish_partition(plan, gone, lso_entries)
@@ -259,7 +263,7 @@ class Kafka(KafkaVoice):
             maxima={"broker_running_kept": int(reasons.get("keep:broker_running", 0))},
         )
 
-    def round_fields(self, plan: KafkaPlan, deleted: frozenset[str]) -> dict[str, object]:  # type: ignore[override]
+    def round_fields(self, plan: KafkaPlan, deleted: frozenset[str]) -> dict[str, object]:
         return {
             "plan_only_log_dirs": plan.plan_only_dirs(),
             "metadata_source": plan.metadata_source,
@@ -269,7 +273,7 @@ class Kafka(KafkaVoice):
         }
 
     # ---- for people and dashboards ------------------------------------------------------
-    def render_plan(self, plan: KafkaPlan, *, all_queue_files: bool = False) -> str:  # type: ignore[override]
+    def render_plan(self, plan: KafkaPlan, *, all_queue_files: bool = False) -> str:
         """Per partition: its offsets, a line per segment the passes handed over and one for
         the first segment kept (what stopped the prefix), then how many are kept behind it;
         ``all_queue_files`` (``plan --all``) lists every segment with its own reason."""
@@ -301,10 +305,10 @@ class Kafka(KafkaVoice):
                     )
         return "\n".join(lines) + "\n"
 
-    def status_fields(self, plan: KafkaPlan, deleted: frozenset[str]) -> dict[str, object]:  # type: ignore[override]
+    def status_fields(self, plan: KafkaPlan, deleted: frozenset[str]) -> dict[str, object]:
         return {"plan_only_log_dirs": plan.plan_only_dirs(), "reasons": plan.reason_counts()}
 
-    def store_stats(  # type: ignore[override]
+    def store_stats(
         self, plan: KafkaPlan, deleted: frozenset[str], previous: StoreStats | None
     ) -> StoreStats:
         """What is left after the round. A kept segment the plan never had to examine (behind
@@ -347,7 +351,7 @@ class Kafka(KafkaVoice):
             paths, state=state, states=DISK_STATES, thresholds=(("warning_level", limit),)
         )
 
-    def phases_succeeded(self, plan: KafkaPlan) -> tuple[str, ...]:  # type: ignore[override]
+    def phases_succeeded(self, plan: KafkaPlan) -> tuple[str, ...]:
         return () if plan.errors else self.phases
 
     def cadence(self, settings: Settings) -> Cadence:

@@ -22,23 +22,24 @@ from typing import Any
 
 from retentiond.config.settings import Settings
 from retentiond.engine.decision import Decision
-from retentiond.engine.execute import Run, open_dir_below
+from retentiond.engine.execute import open_dir_below
 from retentiond.engine.figures import DiskFigures, StoreStats
 from retentiond.engine.holds import HeldFile
-from retentiond.engine.kind import Cadence, RoundPlan, StatusDoc
+from retentiond.engine.kind import Cadence, RoundServices, StatusDoc
 from retentiond.engine.rollup import IdleView
-from retentiond.engine.round import Round
+from retentiond.engine.runs import Outcome, Run
 from retentiond.journal.place import default_journal_dir
 from retentiond.kinds.rocketmq import scancache
 from retentiond.kinds.rocketmq.commitlog import expired_pending, newest_kept_index, plan_commitlog
 from retentiond.kinds.rocketmq.disk import DiskUsage, measure, round_fields
 from retentiond.kinds.rocketmq.figures import disk_figures, status_fields, store_stats
 from retentiond.kinds.rocketmq.holds import HoldRules, hold_commitlog, hold_queues
-from retentiond.kinds.rocketmq.plan import CommitLogPlan, Plan, QueuesPlan
+from retentiond.kinds.rocketmq.plan import CommitLogPlan, Plan, QueueDecision, QueuesPlan
 from retentiond.kinds.rocketmq.queues import plan_queues
 from retentiond.kinds.rocketmq.reader import BinaryReader, read_index_header
 from retentiond.kinds.rocketmq.report import render_plan
 from retentiond.kinds.rocketmq.scan import QueueLister, scan
+from retentiond.kinds.rocketmq.scancache import LoadedValues
 from retentiond.kinds.rocketmq.snapshot import Snapshot
 from retentiond.kinds.rocketmq.triggers import evaluate, hour_of_day
 from retentiond.kinds.rocketmq.voice import RocketMQVoice
@@ -60,9 +61,9 @@ _IDLE_FLAGS = (
 
 
 class RocketMQ(RocketMQVoice):
-    file_kinds = (Kind.COMMITLOG, Kind.CONSUMEQUEUE, Kind.INDEX)
-    phases = (Kind.COMMITLOG.value, Kind.CONSUMEQUEUE.value)  # the two cleaning services
-    deletion_series = tuple(
+    file_kinds: tuple[Kind, ...] = (Kind.COMMITLOG, Kind.CONSUMEQUEUE, Kind.INDEX)
+    phases: tuple[str, ...] = (Kind.COMMITLOG.value, Kind.CONSUMEQUEUE.value)  # its services
+    deletion_series: tuple[tuple[Kind, Reason], ...] = tuple(
         sorted(
             [(Kind.COMMITLOG, r) for r in DELETE_REASONS if r is not BELOW]
             + [(k, BELOW) for k in (Kind.CONSUMEQUEUE, Kind.INDEX)]
@@ -73,7 +74,7 @@ class RocketMQ(RocketMQVoice):
         self.settings = settings
         self.reader = BinaryReader(settings.mapped_file_size_consumequeue)
         self.lister = QueueLister()  # directory listings carried between rounds
-        self.queue_memo: dict = {}  # earlier per-queue decisions (see plan_queues)
+        self.queue_memo: dict[str, QueueDecision] = {}  # earlier decisions (see plan_queues)
         self.last_physical_min_offset = 0  # upstream CleanConsumeQueueService; 0 after a restart
         self.dry_run_min_offset = 0  # the same gate for dry-run rounds (never for real ones)
         self.last_usage: DiskUsage | None = None  # per-path ratios for the round record
@@ -85,7 +86,7 @@ class RocketMQ(RocketMQVoice):
         self.cache_loaded_queues = 0  # for tests, benchmarks and the start-up log
         # Values from the cache file by queue directory, until a remembering round has
         # planned every queue (then the memo holds what was verified).
-        self.loaded_values: dict = {}
+        self.loaded_values: LoadedValues | None = None
 
     def _scan_cache_path(self) -> Path | None:
         """Beside the journal: the configured journal directory, else the journal's default
@@ -135,7 +136,7 @@ class RocketMQ(RocketMQVoice):
         if settings.mapped_file_size_consumequeue != self.settings.mapped_file_size_consumequeue:
             self.reader = BinaryReader(settings.mapped_file_size_consumequeue)
             self.queue_memo = {}
-            self.loaded_values = {}
+            self.loaded_values = None
             self._saved_reads = 0
         self.settings = settings
 
@@ -156,7 +157,7 @@ class RocketMQ(RocketMQVoice):
         self._load_scan_cache()
         return scan(self.settings, now_ms=now_ms, lister=self.lister)
 
-    def plan_round(self, snapshot: Snapshot, rnd: Round) -> Plan:
+    def plan_round(self, snapshot: Snapshot, rnd: RoundServices) -> Plan:
         s = self.settings
         rnd.phase(Kind.COMMITLOG.value)
         cl = hold_commitlog(self._plan_commitlog(snapshot, rnd), rnd.hold)
@@ -184,7 +185,7 @@ class RocketMQ(RocketMQVoice):
                     loaded=self.loaded_values,
                 )
             if qp.examined and rnd.remembers:
-                self.loaded_values = {}  # the memo now holds every queue's verified values
+                self.loaded_values = None  # the memo now holds every queue's verified values
             # Topic or queue directories the walk could not read: nothing under them was
             # judged. The gate stays where it was, so the next round walks the queues again
             # (and says so again) instead of skipping them until the minimum next moves.
@@ -224,7 +225,7 @@ class RocketMQ(RocketMQVoice):
             dry_run=not rnd.executes,
         )
 
-    def _plan_commitlog(self, snap: Snapshot, rnd: Round) -> CommitLogPlan:
+    def _plan_commitlog(self, snap: Snapshot, rnd: RoundServices) -> CommitLogPlan:
         """The CommitLog plan, judged on the disk as it will be once pending bytes are freed.
 
         Pending files are re-checked first (only if there are any). When the plan has
@@ -240,7 +241,7 @@ class RocketMQ(RocketMQVoice):
             cl = self._commitlog_for(snap, usage, rnd)
         return cl
 
-    def _commitlog_for(self, snap: Snapshot, usage: DiskUsage, rnd: Round) -> CommitLogPlan:
+    def _commitlog_for(self, snap: Snapshot, usage: DiskUsage, rnd: RoundServices) -> CommitLogPlan:
         s = self.settings
         adjusted = DiskUsage(
             tuple(rnd.adjusted(u) for u in usage.commitlog), rnd.adjusted(usage.consumequeue)
@@ -273,7 +274,7 @@ class RocketMQ(RocketMQVoice):
     def status(self) -> dict[str, object]:
         return {"last_commitlog_min_offset": self.last_physical_min_offset}
 
-    def round_fields(self, plan: Plan, deleted: frozenset[str]) -> dict[str, object]:  # type: ignore[override]
+    def round_fields(self, plan: Plan, deleted: frozenset[str]) -> dict[str, object]:
         s = self.settings
         return {
             "triggers": plan.commitlog.triggers.as_dict(),
@@ -311,13 +312,13 @@ class RocketMQ(RocketMQVoice):
         )
 
     # ---- for people and dashboards ------------------------------------------------------
-    def render_plan(self, plan: Plan, *, all_queue_files: bool = False) -> str:  # type: ignore[override]
+    def render_plan(self, plan: Plan, *, all_queue_files: bool = False) -> str:
         return render_plan(plan, all_queue_files=all_queue_files)
 
-    def status_fields(self, plan: Plan, deleted: frozenset[str]) -> dict[str, object]:  # type: ignore[override]
+    def status_fields(self, plan: Plan, deleted: frozenset[str]) -> dict[str, object]:
         return status_fields(plan, self.settings, deleted)
 
-    def store_stats(  # type: ignore[override]
+    def store_stats(
         self, plan: Plan, deleted: frozenset[str], previous: StoreStats | None
     ) -> StoreStats:
         return store_stats(plan, self.settings, deleted, previous)
@@ -325,7 +326,7 @@ class RocketMQ(RocketMQVoice):
     def disk_figures(self, settings: Settings, now_ms: int) -> DiskFigures:
         return disk_figures(settings, now_ms)
 
-    def phases_succeeded(self, plan: Plan) -> tuple[str, ...]:  # type: ignore[override]
+    def phases_succeeded(self, plan: Plan) -> tuple[str, ...]:
         """The queue service always completes; the CommitLog one not when the disk could not
         be measured."""
         if plan.commitlog.triggers.error is None:
@@ -384,7 +385,7 @@ class RocketMQ(RocketMQVoice):
         """fileReservedTime."""
         return settings.file_reserved_time_hours * 3600.0
 
-    def plan_only_notes(self, plan: RoundPlan) -> list[str]:
+    def plan_only_notes(self, plan: Plan) -> list[str]:
         return []  # a RocketMQ round deletes beside a running broker, as the broker would
 
     # ---- just before an unlink ----------------------------------------------------------
@@ -508,7 +509,7 @@ def queue_runs(qp: QueuesPlan, settings: Settings) -> list[Run]:
     return runs
 
 
-def actual_min_offset(cl: CommitLogPlan, outcomes: list) -> int:
+def actual_min_offset(cl: CommitLogPlan, outcomes: list[Outcome]) -> int:
     """The CommitLog minimum after what really happened, not after what was planned."""
     gone = {o.decision.path for o in outcomes if o.deleted}
     for d in cl.decisions:
