@@ -25,7 +25,8 @@ EXIT_NO_SPARK = 11
 
 def load_settings_or_exit(path: str) -> Settings:
     """The validated settings, or the problems on stderr and exit 3: nothing is deleted."""
-    from retentiond.config.loader import ConfigError, load_settings
+    from retentiond.config.problems import ConfigError
+    from retentiond.kinds import load_settings
 
     try:
         return load_settings(path)

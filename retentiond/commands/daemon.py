@@ -24,8 +24,9 @@ def _client_socket(config: str) -> Path:
     """The socket a valid config names; for a file that does not validate, the socket its raw
     text names (or the default), with a note, because a refused edit is exactly when an
     operator runs `status`."""
-    from retentiond.config.loader import ConfigError, load_settings
+    from retentiond.config.problems import ConfigError
     from retentiond.daemon import control
+    from retentiond.kinds import load_settings
 
     path = Path(config).absolute()
     try:

@@ -12,7 +12,7 @@ from retentiond.commands.common import EXIT_OK, EXIT_USAGE, load_settings_or_exi
 def cmd_check_config(args: argparse.Namespace) -> int:
     settings = load_settings_or_exit(args.file)
     print(
-        f"{args.file}: ok (config {settings.config_hash}, {settings.store_kind} store "
+        f"{args.file}: ok (config {settings.config_hash}, {settings.store.kind_name} store "
         f"{settings.store_label})"
     )
     return EXIT_OK

@@ -118,11 +118,11 @@ class Daemon:
             config=str(self.config_path),
             config_hash=s.config_hash,
             store=s.store_label,
-            store_kind=s.store_kind,
+            store_kind=s.store.kind_name,
             control_socket=str(self.control.path),
             first_round_in_ms=s.daemon.initial_delay_ms,
-            interval_ms=s.clean_resource_interval_ms,
-            delete_when=s.delete_when if s.kafka is None else None,
+            interval_ms=s.round_interval_ms,
+            delete_when=getattr(s.store, "delete_when", None),
             dry_run=s.daemon.dry_run,
         )
         self._startup_scan()
@@ -180,7 +180,7 @@ class Daemon:
         )
         self.scheduler.add_job(
             self._round_job,
-            _interval_trigger(s.clean_resource_interval_ms, s.daemon.initial_delay_ms),
+            _interval_trigger(s.round_interval_ms, s.daemon.initial_delay_ms),
             id=ROUND_JOB,
             name="cleaning round",
         )
@@ -299,7 +299,7 @@ class Daemon:
         process held it is retried by the Cleaner (released: deleted; held past the forcible
         interval: forced); other failures are retried by the next round's plan (the file is
         still the oldest); here we forget files that went away and say which remain."""
-        if not self.state.redelete_due(wall_ms(), settings.redelete_hanged_file_interval_ms):
+        if not self.state.redelete_due(wall_ms(), settings.retry_interval_ms):
             return
         try:
             self.cleaner.redelete_hanged()
@@ -366,8 +366,8 @@ class Daemon:
     def _apply(self, new: Settings, old: Settings) -> None:
         with self._pending_lock:
             self._pending_settings = new
-        interval = new.clean_resource_interval_ms
-        if interval != old.clean_resource_interval_ms:
+        interval = new.round_interval_ms
+        if interval != old.round_interval_ms:
             self.scheduler.reschedule_job(ROUND_JOB, trigger=_interval_trigger(interval, interval))
             self.state.rescheduled(interval)
 
@@ -407,6 +407,6 @@ class Daemon:
         next_run = job.next_run_time if job is not None else None
         return {
             "manual_rounds": MAX_MANUAL_DELETE_FILE_TIMES,
-            "store_kind": self.cleaner.settings.store_kind,
+            "store_kind": self.cleaner.settings.store.kind_name,
             "next_round_ms": int(next_run.timestamp() * 1000) if next_run else None,
         }

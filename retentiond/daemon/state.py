@@ -87,7 +87,7 @@ class DaemonState:
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     def __post_init__(self) -> None:
-        self.interval_ms = self.settings.clean_resource_interval_ms
+        self.interval_ms = self.settings.round_interval_ms
 
     # ---- rounds -------------------------------------------------------------------------
     def mark_ready(self) -> bool:
@@ -211,7 +211,7 @@ class DaemonState:
                 "broker": s.broker_name,
                 "cluster": s.broker_cluster_name,
                 "store": s.store_label,
-                "store_kind": s.store_kind,
+                "store_kind": s.store.kind_name,
                 "config": {
                     "path": str(self.config_path),
                     "hash": s.config_hash,
@@ -237,11 +237,13 @@ class DaemonState:
                         "misfire": self.missed_misfire,
                     },
                 },
-                "delete_when": s.delete_when if s.kafka is None else None,
+                "delete_when": getattr(s.store, "delete_when", None),
                 "timezone": s.daemon.timezone or "local",
                 "dry_run": s.daemon.dry_run,
                 "triggers": self.triggers,
-                "disk": _disk(self.triggers, s) if s.kafka is None else None,  # RocketMQ's
+                "disk": _disk(self.triggers, s)
+                if hasattr(s.store, "disk_space_warning_level_ratio")
+                else None,  # RocketMQ's
                 "pending_expired": self.pending_expired,
                 "scan": self.scan_fields,
                 "last_scan_ms": self.last_scan_ms,
@@ -262,7 +264,7 @@ def _disk(triggers: dict[str, object] | None, s: Settings) -> dict[str, object]:
         "commitlog_ratio": t.get("physic_ratio"),
         "consumequeue_ratio": t.get("logics_ratio"),
         "state": t.get("disk_state"),
-        "max_used_ratio": s.disk_max_used_ratio_fraction,
-        "clean_forcibly_ratio": s.disk_space_clean_forcibly_ratio,
-        "warning_level_ratio": s.disk_space_warning_level_ratio,
+        "max_used_ratio": s.store.disk_max_used_ratio_fraction,
+        "clean_forcibly_ratio": s.store.disk_space_clean_forcibly_ratio,
+        "warning_level_ratio": s.store.disk_space_warning_level_ratio,
     }

@@ -207,7 +207,7 @@ class Cleaner:
         once per backoff step (the rounds in between keep the file without a word)."""
         d = outcome.decision
         now = self.clock_ms()
-        cap = self.settings.redelete_hanged_file_interval_ms
+        cap = self.settings.retry_interval_ms
         record = record_refusal(
             self.state.refused.get(d.path), d, outcome.error or "", outcome.errno, now, cap
         )

@@ -27,7 +27,6 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from prometheus_client.registry import Collector
 
 from retentiond import __version__
-from retentiond.config.kafka import broker_retention
 from retentiond.config.settings import Settings
 from retentiond.engine.figures import StoreStats
 from retentiond.engine.kind import StoreKind
@@ -279,11 +278,13 @@ class LiveCollector(Collector):
         base = list(self.metrics.base)
         s = settings
         info.add_metric([*base, s.config_hash, *_info_labels(s)], 1.0)
-        store.add_metric([*base, settings.store_kind], 1.0)
+        store.add_metric([*base, settings.store.kind_name], 1.0)
         build.add_metric([*base, __version__, platform.python_version()], 1.0)
-        if s.kafka is None:  # fileReservedTime is RocketMQ's; Kafka's retention is per topic
-            reserved.add_metric(base, s.file_reserved_time_hours * 3600.0)
-        interval.add_metric(base, s.clean_resource_interval_ms / 1000)
+        if hasattr(
+            s.store, "file_reserved_time_hours"
+        ):  # fileReservedTime is RocketMQ's; Kafka's retention is per topic
+            reserved.add_metric(base, s.store.file_reserved_time_hours * 3600.0)
+        interval.add_metric(base, s.round_interval_ms / 1000)
         yield from (info, store, build, reserved, interval)
 
 
@@ -291,31 +292,28 @@ def _info_labels(s: Settings) -> list[str]:
     """``retentiond_config_info``'s values after the hash. Each kind fills the labels of its
     own keys and leaves the other kind's empty (an empty label is an absent one to
     Prometheus), so a Kafka daemon does not show RocketMQ defaults it never applies."""
-    common_tail = [str(s.clean_resource_interval_ms), str(s.daemon.dry_run).lower()]
-    if s.kafka is None:
+    common_tail = [str(s.round_interval_ms), str(s.daemon.dry_run).lower()]
+    defaults = getattr(s.store, "defaults", None)  # a Kafka broker's topic defaults
+    if defaults is None:
         return [
-            str(s.file_reserved_time_hours),
-            s.delete_when,
+            str(s.store.file_reserved_time_hours),
+            s.store.delete_when,
             s.daemon.timezone or "local",
-            _fraction(s.disk_max_used_ratio_fraction),
-            _fraction(s.disk_space_clean_forcibly_ratio),
-            _fraction(s.disk_space_warning_level_ratio),
-            str(s.clean_file_forcibly_enable).lower(),
-            str(s.delete_file_batch_max),
+            _fraction(s.store.disk_max_used_ratio_fraction),
+            _fraction(s.store.disk_space_clean_forcibly_ratio),
+            _fraction(s.store.disk_space_warning_level_ratio),
+            str(s.store.clean_file_forcibly_enable).lower(),
+            str(s.store.delete_file_batch_max),
             *common_tail,
             "",
             "",
             "",
         ]
-    try:
-        broker = broker_retention(s.kafka.broker_props, s.kafka.path)
-        retention = [
-            str(broker.retention_ms),
-            str(broker.retention_bytes),
-            ",".join(sorted(broker.cleanup_policy)),
-        ]
-    except ValueError:  # validated at load; a scrape never fails on it anyway
-        retention = ["", "", ""]
+    retention = [
+        str(defaults.retention_ms),
+        str(defaults.retention_bytes),
+        ",".join(sorted(defaults.cleanup_policy)),
+    ]
     return [
         *([""] * 2),
         s.daemon.timezone or "local",

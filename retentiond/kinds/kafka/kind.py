@@ -26,7 +26,7 @@ from retentiond.engine.holds import HeldFile
 from retentiond.engine.rollup import IdleView
 from retentiond.engine.round import Round
 from retentiond.kinds.kafka import formats as fm
-from retentiond.kinds.kafka.config import KafkaServerConfig, for_server
+from retentiond.kinds.kafka.config import KafkaServer
 from retentiond.kinds.kafka.metadata import METADATA_PARTITION_DIR, MetadataError, read_metadata
 from retentiond.kinds.kafka.offline import (
     LogDirLock,
@@ -68,18 +68,17 @@ class Kafka:
     phases = (Kind.KAFKA_SEGMENT.value,)
     deletion_series = tuple((Kind.KAFKA_SEGMENT, r) for r in sorted(KAFKA_DELETE_REASONS))
 
-    def __init__(self, settings: Settings, server: KafkaServerConfig) -> None:
+    def __init__(self, settings: Settings[KafkaServer], server: KafkaServer | None = None) -> None:
         self.settings = settings
-        self.server = server
-        self.locks = {d: LogDirLock(d) for d in server.log_dirs}
+        self.server = server if server is not None else settings.store
+        self.locks = {d: LogDirLock(d) for d in self.server.log_dirs}
         self.last_plan_only: list[str] = []
 
-    def reconfigure(self, settings: Settings) -> None:
+    def reconfigure(self, settings: Settings[KafkaServer]) -> None:
         """A reload: new retention values from the next round on. The log dirs cannot
         change while running (``log.dirs`` is a restart key), so the locks stay."""
         self.settings = settings
-        if settings.kafka is not None:
-            self.server = for_server(settings.kafka)
+        self.server = settings.store
 
     # ---- where its files are ------------------------------------------------------------
     def directories(self) -> tuple[str, ...]:
@@ -320,7 +319,7 @@ class Kafka:
             oldest = mtime_ms if oldest is None else min(oldest, mtime_ms)
         return StoreStats({Kind.KAFKA_SEGMENT: KindStats(count, size, oldest, plan.now_ms)})
 
-    def disk_figures(self, settings: Settings, now_ms: int) -> DiskFigures:
+    def disk_figures(self, settings: Settings[KafkaServer], now_ms: int) -> DiskFigures:
         return DiskFigures(tuple(("log_dir", measure_path(d)) for d in self.server.log_dirs))
 
     def phases_succeeded(self, plan: KafkaPlan) -> tuple[str, ...]:  # type: ignore[override]

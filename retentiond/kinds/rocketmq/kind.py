@@ -30,6 +30,7 @@ from retentiond.engine.round import Round
 from retentiond.journal.place import default_journal_dir
 from retentiond.kinds.rocketmq import scancache
 from retentiond.kinds.rocketmq.commitlog import expired_pending, newest_kept_index, plan_commitlog
+from retentiond.kinds.rocketmq.config import RocketMQStore
 from retentiond.kinds.rocketmq.disk import DiskUsage, measure, round_fields
 from retentiond.kinds.rocketmq.figures import disk_figures, status_fields, store_stats
 from retentiond.kinds.rocketmq.holds import HoldRules, hold_commitlog, hold_queues
@@ -68,9 +69,9 @@ class RocketMQ:
         )
     )
 
-    def __init__(self, settings: Settings) -> None:
+    def __init__(self, settings: Settings[RocketMQStore]) -> None:
         self.settings = settings
-        self.reader = BinaryReader(settings.mapped_file_size_consumequeue)
+        self.reader = BinaryReader(settings.store.mapped_file_size_consumequeue)
         self.lister = QueueLister()  # directory listings carried between rounds
         self.queue_memo: dict = {}  # earlier per-queue decisions (see plan_queues)
         self.last_physical_min_offset = 0  # upstream CleanConsumeQueueService; 0 after a restart
@@ -95,7 +96,7 @@ class RocketMQ:
                 directory = Path(s.daemon.journal_dir)
             else:
                 directory = default_journal_dir(self.directories())
-            self._cache_path = scancache.cache_file(directory, str(s.consumequeue_dir))
+            self._cache_path = scancache.cache_file(directory, str(s.store.consumequeue_dir))
         return self._cache_path if self._cache_path.parent.is_dir() else None
 
     def _load_scan_cache(self) -> None:
@@ -106,7 +107,7 @@ class RocketMQ:
         if path is not None:
             with gc_paused():
                 got = scancache.load(
-                    path, str(self.settings.consumequeue_dir), self.reader.cq_file_size
+                    path, str(self.settings.store.consumequeue_dir), self.reader.cq_file_size
                 )
             if got is not None and not self.queue_memo:  # (a fresh kind: always empty)
                 queues, self.loaded_values, parents = got
@@ -122,7 +123,7 @@ class RocketMQ:
         path = self._scan_cache_path()
         if path is not None and scancache.save(
             path,
-            str(self.settings.consumequeue_dir),
+            str(self.settings.store.consumequeue_dir),
             self.lister,
             self.queue_memo,
             self.loaded_values,
@@ -130,9 +131,12 @@ class RocketMQ:
         ):
             self._saved_reads = self.reader.reads
 
-    def reconfigure(self, settings: Settings) -> None:
-        if settings.mapped_file_size_consumequeue != self.settings.mapped_file_size_consumequeue:
-            self.reader = BinaryReader(settings.mapped_file_size_consumequeue)
+    def reconfigure(self, settings: Settings[RocketMQStore]) -> None:
+        if (
+            settings.store.mapped_file_size_consumequeue
+            != self.settings.store.mapped_file_size_consumequeue
+        ):
+            self.reader = BinaryReader(settings.store.mapped_file_size_consumequeue)
             self.queue_memo = {}
             self.loaded_values = {}
             self._saved_reads = 0
@@ -141,11 +145,15 @@ class RocketMQ:
     # ---- where its files are ------------------------------------------------------------
     def directories(self) -> tuple[str, ...]:
         s = self.settings
-        dirs = [*map(str, s.store_path_commitlog), str(s.consumequeue_dir), str(s.index_dir)]
+        dirs = [
+            *map(str, s.store.store_path_commitlog),
+            str(s.store.consumequeue_dir),
+            str(s.store.index_dir),
+        ]
         return tuple(sorted({*dirs, *(os.path.realpath(d) for d in dirs)}))
 
     def owner_lock(self) -> str:
-        return str(self.settings.store_path_root_dir / "lock")
+        return str(self.settings.store.store_path_root_dir / "lock")
 
     def hold_intervals(self) -> HoldRules:
         return HoldRules.from_settings(self.settings)
@@ -224,7 +232,7 @@ class RocketMQ:
         after a restart) the plan is made again with them.
         """
         s = self.settings
-        usage = measure([str(p) for p in s.store_path_commitlog], snap.consumequeue_dir)
+        usage = measure([str(p) for p in s.store.store_path_commitlog], snap.consumequeue_dir)
         self.last_usage = usage
         rnd.refresh_pending()
         cl = self._commitlog_for(snap, usage, rnd)
@@ -314,7 +322,7 @@ class RocketMQ:
     ) -> StoreStats:
         return store_stats(plan, self.settings, deleted, previous)
 
-    def disk_figures(self, settings: Settings, now_ms: int) -> DiskFigures:
+    def disk_figures(self, settings: Settings[RocketMQStore], now_ms: int) -> DiskFigures:
         return disk_figures(settings, now_ms)
 
     def phases_succeeded(self, plan: Plan) -> tuple[str, ...]:  # type: ignore[override]
@@ -331,24 +339,24 @@ class RocketMQ:
         s = self.settings
         parent = os.path.dirname(decision.path)
         if decision.kind is Kind.COMMITLOG:
-            if parent not in {str(p) for p in s.store_path_commitlog}:
+            if parent not in {str(p) for p in s.store.store_path_commitlog}:
                 raise PermissionError(f"{parent} is not a configured CommitLog path")
             return open_dir_below(parent)
         if decision.kind is Kind.INDEX:
-            if parent != str(s.index_dir):
+            if parent != str(s.store.index_dir):
                 raise PermissionError(f"{parent} is not the index directory")
             return open_dir_below(parent)
         topic_dir = os.path.dirname(parent)
         if decision.kind is not Kind.CONSUMEQUEUE or os.path.dirname(topic_dir) != str(
-            s.consumequeue_dir
+            s.store.consumequeue_dir
         ):
             raise PermissionError(f"{parent} is not a queue directory of this store")
         return open_dir_below(
-            str(s.consumequeue_dir), os.path.basename(topic_dir), os.path.basename(parent)
+            str(s.store.consumequeue_dir), os.path.basename(topic_dir), os.path.basename(parent)
         )
 
     def _expired(self, d: Decision, now_ms: int) -> bool:
-        reserved = self.settings.file_reserved_time_hours * _HOUR_MS
+        reserved = self.settings.store.file_reserved_time_hours * _HOUR_MS
         return d.identity is not None and now_ms >= d.identity.mtime_ms + reserved
 
     def recheck(
@@ -363,7 +371,9 @@ class RocketMQ:
         if floor is None:
             return "no minimum offset to re-check against"
         if d.kind is Kind.CONSUMEQUEUE:
-            fresh = BinaryReader(self.settings.mapped_file_size_consumequeue).cq_last_offset(d.path)
+            fresh = BinaryReader(self.settings.store.mapped_file_size_consumequeue).cq_last_offset(
+                d.path
+            )
             if fresh.value is None or fresh.value >= floor:
                 return f"last unit re-read as {fresh.value} ({fresh.problem or 'not below'})"
             return None
@@ -383,7 +393,7 @@ class RocketMQ:
                 and d.reason is Reason.FORCED_AFTER_HOLD
                 and not self._expired(d, now_ms)
             ),
-            "file_reserved_time_hours": self.settings.file_reserved_time_hours,
+            "file_reserved_time_hours": self.settings.store.file_reserved_time_hours,
         }
 
 
@@ -409,7 +419,7 @@ def gc_paused() -> Iterator[None]:
             gc.enable()
 
 
-def commitlog_run(cl: CommitLogPlan, settings: Settings) -> Run:
+def commitlog_run(cl: CommitLogPlan, settings: Settings[RocketMQStore]) -> Run:
     """deleteExpiredFileByTime's pacing (spec §4.5): sleep after a deletion unless the batch
     is full or no candidate followed it; at most ``deleteFileBatchMax`` files."""
     candidates = [d for d in cl.decisions if d.reason is not Reason.NEWEST_FILE]
@@ -420,17 +430,17 @@ def commitlog_run(cl: CommitLogPlan, settings: Settings) -> Run:
         deletions.append(d)
     return Run(
         tuple(deletions),
-        pause_between_ms=settings.delete_commitlog_files_interval_ms,
+        pause_between_ms=settings.store.delete_commitlog_files_interval_ms,
         pause_after_last=len(deletions) < len(candidates),
-        batch_max=settings.delete_file_batch_max,
+        batch_max=settings.store.delete_file_batch_max,
     )
 
 
-def queue_runs(qp: QueuesPlan, settings: Settings) -> list[Run]:
+def queue_runs(qp: QueuesPlan, settings: Settings[RocketMQStore]) -> list[Run]:
     """Each queue oldest-first with a sleep after each queue that lost a file (upstream's
     deleteConsumeQueueFilesInterval); then the index list, unpaced."""
     runs = [
-        Run(q.deleted, pause_after_ms=settings.delete_consumequeue_files_interval_ms,
+        Run(q.deleted, pause_after_ms=settings.store.delete_consumequeue_files_interval_ms,
             floor=qp.min_offset)
         for q in qp.queues
         if q.deleted
