@@ -133,7 +133,7 @@ class Cleaner:
         self.on_phase: Callable[[str], None] | None = None  # phase marks (metrics)
         self.state = CleanerState()
         self.last_result: RoundResult | None = None
-        self.guard = Guard(proc_root, hold_rules)
+        self.guard = Guard(proc_root, hold_rules, brokers=kind.brokers)
         self.faults = FaultCounters()
         self._bad_files = OnceReporter(self.faults)
         self._store_errors = StoreErrorWatch(self.faults)

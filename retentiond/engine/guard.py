@@ -14,7 +14,7 @@ holds a file, so every file counts as held and waits for its forcible interval.
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
 import structlog
 
@@ -25,7 +25,7 @@ from retentiond.engine.holders import PROC, HolderMap, LockOwner, nobody_has_ope
 from retentiond.engine.holds import HeldFile, HoldersOf, HoldIntervals
 from retentiond.engine.inuse import InUse
 from retentiond.engine.kind import StoreKind
-from retentiond.engine.owner import OwnerReport, OwnerWatch
+from retentiond.engine.owner import BrokerMain, OwnerReport, OwnerWatch
 
 log = structlog.get_logger("retentiond.guard")
 
@@ -40,9 +40,14 @@ def _device(path: str) -> int | None:
 
 
 class Guard:
-    def __init__(self, proc_root: str = PROC, hold_rules: HoldIntervals | None = None) -> None:
+    def __init__(
+        self,
+        proc_root: str = PROC,
+        hold_rules: HoldIntervals | None = None,
+        brokers: Sequence[BrokerMain] = (),
+    ) -> None:
         self.inuse = InUse(proc_root)
-        self.owner_watch = OwnerWatch(proc_root)
+        self.owner_watch = OwnerWatch(proc_root, brokers)
         self.hold_rules = hold_rules  # None: the kind's own (tests pass short intervals)
         self._warned_invisible_owner = False
 

@@ -23,6 +23,7 @@ from retentiond.config.settings import Settings
 from retentiond.engine.decision import Decision
 from retentiond.engine.figures import DiskFigures, StoreStats
 from retentiond.engine.holds import HeldFile, HoldIntervals
+from retentiond.engine.owner import BrokerMain
 from retentiond.engine.rollup import IdleView
 from retentiond.reasons import Kind, Reason
 
@@ -71,6 +72,7 @@ class StoreKind(Protocol):
     phases: tuple[str, ...]  # the stages of its round, in order (``Round.phase``; metrics)
     # (file kind, reason) pairs its deletions can carry: their counters start at 0.
     deletion_series: tuple[tuple[Kind, Reason], ...]
+    brokers: tuple[BrokerMain, ...]  # its broker process, told by its main class (owner)
     settings: Settings
 
     def reconfigure(self, settings: Settings) -> None:

@@ -23,6 +23,7 @@ from retentiond.engine.disk import measure_path
 from retentiond.engine.execute import Run, open_dir_below
 from retentiond.engine.figures import DiskFigures, KindStats, StoreStats
 from retentiond.engine.holds import HeldFile
+from retentiond.engine.owner import BrokerMain
 from retentiond.engine.rollup import IdleView
 from retentiond.engine.round import Round
 from retentiond.kinds.kafka import formats as fm
@@ -67,6 +68,11 @@ class Kafka:
     file_kinds = (Kind.KAFKA_SEGMENT,)
     phases = (Kind.KAFKA_SEGMENT.value,)
     deletion_series = tuple((Kind.KAFKA_SEGMENT, r) for r in sorted(KAFKA_DELETE_REASONS))
+
+    # Kafka's main class in ZooKeeper and KRaft mode alike.
+    brokers = (
+        BrokerMain("kafka", "a Kafka broker (kafka.Kafka)", classes=frozenset({"kafka.Kafka"})),
+    )
 
     def __init__(self, settings: Settings[KafkaServer], server: KafkaServer | None = None) -> None:
         self.settings = settings

@@ -25,6 +25,7 @@ from retentiond.engine.decision import Decision
 from retentiond.engine.execute import Run, open_dir_below
 from retentiond.engine.figures import DiskFigures, StoreStats
 from retentiond.engine.holds import HeldFile
+from retentiond.engine.owner import BrokerMain
 from retentiond.engine.rollup import IdleView
 from retentiond.engine.round import Round
 from retentiond.journal.place import default_journal_dir
@@ -67,6 +68,16 @@ class RocketMQ:
             [(Kind.COMMITLOG, r) for r in DELETE_REASONS if r is not BELOW]
             + [(k, BELOW) for k in (Kind.CONSUMEQUEUE, Kind.INDEX)]
         )
+    )
+
+    # The broker's main class by its last dotted part: 5.x also ships a container that runs
+    # brokers in one JVM.
+    brokers = (
+        BrokerMain(
+            "rocketmq",
+            "a RocketMQ broker (BrokerStartup)",
+            simple_names=frozenset({"BrokerStartup", "BrokerContainerStartup"}),
+        ),
     )
 
     def __init__(self, settings: Settings[RocketMQStore]) -> None:
