@@ -1,14 +1,12 @@
 """The console entry point: parse, configure logging, dispatch. Nothing imports this module;
 the commands live in ``retentiond.commands``.
 
-Exit codes (also in the README):
-  0  success (an empty plan is success)
-  1  internal error
-  2  usage error
-  3  configuration invalid: nothing was deleted
-  4  store error: a store path could not be read or measured; nothing was deleted
-  5  the round ran but some planned deletions did not happen (re-check or unlink failed)
-  6  the journal could not be opened: nothing was deleted
+Exit codes: the table in the README (and ``retentiond.commands.common``). Two belong here:
+an unexpected exception is an internal error (1): one line on stderr naming the file that holds
+the traceback; and a closed output pipe (``status | head -0``) ends a command with 141, as a
+shell reports a process killed by SIGPIPE, without a traceback. Python ignores SIGPIPE, so a
+write to a closed pipe raises BrokenPipeError instead of killing the process; the daemon keeps
+it that way (its log on a closed stderr must not kill it).
 """
 
 from __future__ import annotations
@@ -18,6 +16,7 @@ def main(argv: list[str] | None = None) -> int:
     import sys
 
     from retentiond.commands import build_parser
+    from retentiond.commands.common import EXIT_PIPE
     from retentiond.observe.logging import configure
 
     entry = argv is None  # called as the process's entry point (console script, -m)
@@ -29,13 +28,75 @@ def main(argv: list[str] | None = None) -> int:
     configure(json=None if fmt == "auto" else fmt == "json", level=args.log_level)
     try:
         code = args.func(args)
+        if entry:
+            sys.stdout.flush()  # here, so that a closed pipe is seen while it can be handled
     except SystemExit as exc:
         return int(exc.code or 0)
     except KeyboardInterrupt:
         return 130
+    except BrokenPipeError:
+        _drop_stdout()
+        return EXIT_PIPE
+    except Exception as exc:  # a bug: one line, and the traceback kept in a file
+        return _internal_error(args.command, exc)
     if entry and getattr(args, "exit_without_teardown", None):
         _exit_now(code)
     return code
+
+
+def _drop_stdout() -> None:
+    """Point stdout at /dev/null: the interpreter's final flush of what is still buffered
+    would raise again (and print "Exception ignored") on the closed pipe."""
+    import os
+    import sys
+
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError):
+        pass
+
+
+def _internal_error(command: str, exc: BaseException) -> int:
+    """Write the traceback to a file (``$STATE_DIRECTORY`` under systemd, else the temporary
+    directory) and say in one line what failed and where the traceback is."""
+    import os
+    import sys
+    import tempfile
+    import time
+    import traceback
+
+    from retentiond.commands.common import EXIT_INTERNAL
+
+    text = "".join(traceback.format_exception(exc))
+    where = None
+    for directory in (os.environ.get("STATE_DIRECTORY", "").split(":")[0], tempfile.gettempdir()):
+        if not directory:
+            continue
+        path = os.path.join(
+            directory,
+            f"retentiond-{command}-{time.strftime('%Y%m%dT%H%M%S')}-{os.getpid()}.traceback",
+        )
+        try:
+            with open(path, "x", encoding="utf-8") as fh:
+                fh.write(text)
+        except OSError:
+            continue
+        where = f"the traceback is in {path}"
+        break
+    summary = f"{type(exc).__name__}: {exc}".splitlines()[0] if str(exc) else type(exc).__name__
+    try:
+        print(
+            f"retentiond {command}: internal error ({summary}); "
+            + (where or "no file could take the traceback, so it follows"),
+            file=sys.stderr,
+        )
+        if where is None:
+            print(text, file=sys.stderr, end="")
+    except OSError:
+        pass
+    return EXIT_INTERNAL
 
 
 def _exit_now(code: int) -> None:

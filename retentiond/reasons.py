@@ -82,5 +82,17 @@ KAFKA_DELETE_REASONS = frozenset(
     {Reason.LOG_START_OFFSET_BREACH, Reason.RETENTION_BYTES_BREACH, Reason.RETENTION_MS_BREACH}
 )
 
+
+class Cause(StrEnum):
+    """Why a planned deletion did not happen (``engine.execute.Outcome.cause``): the label of
+    ``retentiond_delete_failures_total``, the ``cause`` of ``once --json`` and of log lines."""
+
+    CHANGED = "changed"  # the file changed since the plan, or its rule no longer holds
+    GONE = "gone"  # the file went away by itself: what was wanted, not a failure
+    UNLINK_FAILED = "unlink_failed"  # unlink refused it (EPERM, EROFS, EBUSY...)
+    CONTAINMENT = "containment"  # its directory could not be reached inside the store
+    JOURNAL = "journal"  # the intent could not be journaled: nothing more this round
+
+
 # Deleting these removed data that had not reached fileReservedTime.
 FORCED_REASONS = frozenset({Reason.FORCED_OVER_CLEAN_FORCIBLY_RATIO})

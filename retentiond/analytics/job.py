@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pyspark.errors import AnalysisException
+from pyspark.errors import AnalysisException, PySparkRuntimeError
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import (
@@ -32,6 +32,12 @@ from pyspark.sql.types import (
 from retentiond.analytics import risk, tables
 from retentiond.analytics.report import write_report
 from retentiond.analytics.schema import READ_SCHEMAS, SUPPORTED_SCHEMA_VERSION
+
+# Exit codes of the README's table (retentiond.commands.common, which this module, below the
+# commands, does not import).
+EXIT_USAGE = 2
+EXIT_NO_SPARK = 11  # Java is missing
+EXIT_NO_RECORDS = 12  # the input holds no records (since --since): no report written
 
 TABLES = (
     "daily_reclaim",
@@ -188,12 +194,17 @@ def read_records(spark: SparkSession, root: str, kind: str, since: str | None) -
     table."""
     schema = READ_SCHEMAS[kind]
     path = f"{root.rstrip('/')}/{kind}"
-    try:
-        df = spark.read.schema(schema).option("basePath", path).json(path)
-    except AnalysisException as exc:
-        if "PATH_NOT_FOUND" not in str(exc) and "does not exist" not in str(exc):
-            raise
+    if not _exists(spark, path):
+        # asked first: Spark's reader logs a Java stack trace for a missing path before it
+        # raises (a fleet whose brokers never shipped a round_summary has no such directory)
         df = spark.createDataFrame([], schema)
+    else:
+        try:
+            df = spark.read.schema(schema).option("basePath", path).json(path)
+        except AnalysisException as exc:
+            if "PATH_NOT_FOUND" not in str(exc) and "does not exist" not in str(exc):
+                raise
+            df = spark.createDataFrame([], schema)
     df = df.where(F.col("type") == kind)
     df = df.where(F.coalesce(F.col("schema_version"), F.lit(1)) <= SUPPORTED_SCHEMA_VERSION)
     if since:
@@ -210,6 +221,14 @@ def _write(df: DataFrame, output: str, name: str) -> None:
     spark = df.sparkSession
     if not _has_days(spark, path):
         spark.createDataFrame([], df.schema).coalesce(1).write.mode("overwrite").parquet(path)
+
+
+def _exists(spark: SparkSession, path: str) -> bool:
+    """Whether ``path`` exists, through Hadoop's FileSystem (any input Spark reads)."""
+    jvm: Any = spark.sparkContext._jvm  # type: ignore[attr-defined]
+    conf = spark.sparkContext._jsc.hadoopConfiguration()  # type: ignore[attr-defined]
+    hpath = jvm.org.apache.hadoop.fs.Path(path)
+    return bool(hpath.getFileSystem(conf).exists(hpath))
 
 
 def _has_days(spark: SparkSession, path: str) -> bool:
@@ -336,16 +355,28 @@ def run(args: argparse.Namespace) -> int:
     if report is None:
         if not _is_local(args.output):
             print("error: --output is not a local path: pass --report DIR", file=sys.stderr)
-            return 2
+            return EXIT_USAGE
         report = str(Path(args.output.removeprefix("file://")) / "report")
-    spark = build_session(args.master)
+    try:
+        spark = build_session(args.master)
+    except PySparkRuntimeError as exc:
+        condition = getattr(exc, "getCondition", exc.getErrorClass)()  # (3.5: no getCondition)
+        if condition != "JAVA_GATEWAY_EXITED":
+            raise
+        print(
+            "error: Spark could not start its Java gateway: `retentiond analyze` needs Java "
+            "17+ (JAVA_HOME or java on the PATH); no report written",
+            file=sys.stderr,
+        )
+        return EXIT_NO_SPARK
     try:
         result = analyze(spark, args.input, args.output, since=args.since, report_dir=Path(report))
     finally:
         spark.stop()
     if result.as_of is None:
-        print(f"no records under {args.input}" + (f" since {args.since}" if args.since else ""))
-        return 0
+        since = f" since {args.since}" if args.since else ""
+        print(f"error: no records under {args.input}{since}; no report written", file=sys.stderr)
+        return EXIT_NO_RECORDS
     print(
         f"analysed up to {result.as_of} in {result.seconds:.1f}s: wrote "
         f"{', '.join(result.counts)} to {args.output} "

@@ -5,7 +5,12 @@ Argument parsing only; every command calls into the packages that do the work. T
 
 A run imports only the group of the command it names (``retentiond plan`` loads neither the
 shipping nor the Spark modules): start-up is part of every CLI call's time. Help, a usage error
-or a command missing from ``_GROUP_OF`` registers every group, so each still works as before.
+or a command missing from ``_GROUP_OF`` registers every group, so each still works as before;
+a usage message names every command either way (the choices' metavar lists ``_GROUP_OF``).
+
+The global options (``--log-level``, ``--log-format``) are accepted before the command and
+after it: every command's parser has them too, without defaults of its own, so a value given
+after the command wins and one given before it stays when none is.
 """
 
 from __future__ import annotations
@@ -29,6 +34,35 @@ _GROUP_OF = {
     "analyze": "analyze",
 }
 _TAKES_VALUE = ("--log-format", "--log-level")  # the global options that take a value
+LOG_FORMATS = ("auto", "json", "console")
+LOG_LEVELS = ("debug", "info", "warning", "error", "critical")
+
+
+def log_level(text: str) -> str:
+    """``--log-level``: a level name in any case; anything else is a usage error (exit 2)."""
+    if text.lower() not in LOG_LEVELS:
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not a log level (choose from {', '.join(LOG_LEVELS)})"
+        )
+    return text.upper()
+
+
+def _add_global_options(parser: argparse.ArgumentParser, *, defaults: bool) -> None:
+    """The global options; on a command's parser without defaults (``SUPPRESS``), so that
+    they override the top-level values only when given after the command."""
+    parser.add_argument(
+        "--log-format",
+        choices=LOG_FORMATS,
+        default="auto" if defaults else argparse.SUPPRESS,
+        help="log lines as JSON, as readable text, or JSON unless stderr is a terminal (auto)",
+    )
+    parser.add_argument(
+        "--log-level",
+        type=log_level,
+        default="INFO" if defaults else argparse.SUPPRESS,
+        metavar="{" + ",".join(LOG_LEVELS) + "}",
+        help="the lowest level logged (default info)",
+    )
 
 
 def command_in(argv: Sequence[str]) -> str | None:
@@ -54,11 +88,15 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
         "cleaner would, safely, from outside the broker.",
     )
     parser.add_argument("--version", action="version", version=f"retentiond {__version__}")
-    parser.add_argument("--log-format", choices=("auto", "json", "console"), default="auto")
-    parser.add_argument("--log-level", default="INFO")
-    sub = parser.add_subparsers(dest="command", required=True)
+    _add_global_options(parser, defaults=True)
+    # Every command in the usage, also when only one group is registered below.
+    sub = parser.add_subparsers(
+        dest="command", required=True, metavar="{" + ",".join(_GROUP_OF) + "}"
+    )
 
     group = _GROUP_OF.get(command_in(argv) or "") if argv is not None else None
     for name in (group,) if group else GROUPS:
         importlib.import_module(f"retentiond.commands.{name}").register(sub)
+    for command_parser in sub.choices.values():
+        _add_global_options(command_parser, defaults=False)
     return parser

@@ -7,16 +7,23 @@ module's entry point), where the master comes from ``spark-submit --master``.
 from __future__ import annotations
 
 import argparse
+import os
 import re
+import shutil
 import sys
 from datetime import UTC, date, datetime, timedelta
 
-from retentiond.commands.common import EXIT_NO_SPARK
+from retentiond.commands.common import EXIT_NO_RECORDS, EXIT_NO_SPARK
 
+RECORD_TYPES = ("deletion", "round", "round_summary")  # what the job reads (analytics.job)
 _RELATIVE = re.compile(r"(\d{1,4})d")
 MISSING = (
     "error: `retentiond analyze` needs the optional Spark dependencies: "
     "install retentiond[spark] (pip install 'retentiond[spark]') and Java 17+"
+)
+NO_JAVA = (
+    "error: `retentiond analyze` runs Spark, which needs Java 17+: install it, or set "
+    "JAVA_HOME to an installed one (no java on the PATH and no JAVA_HOME)"
 )
 
 
@@ -52,12 +59,49 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     )
 
 
+def java_missing() -> bool:
+    """No Java for Spark's gateway: neither ``$JAVA_HOME/bin/java`` nor ``java`` on the PATH
+    (what Spark's launcher looks for). Under ``spark-submit`` the JVM is already running."""
+    if "PYSPARK_GATEWAY_PORT" in os.environ:
+        return False
+    home = os.environ.get("JAVA_HOME")
+    if home:
+        return not os.access(os.path.join(home, "bin", "java"), os.X_OK)
+    return shutil.which("java") is None
+
+
+def local_input_problem(path: str) -> str | None:
+    """Why a local ``--input`` cannot hold records (None: it may, or it is not local).
+
+    Checked before Spark starts, which takes seconds and, on a missing path, prints Java
+    stack traces: a directory that is not there, or one with no file under any of the
+    record types the job reads.
+    """
+    if "://" in path and not path.startswith("file://"):
+        return None  # hdfs://, s3a://...: the job asks the file system itself
+    root = path.removeprefix("file://")
+    if not os.path.isdir(root):
+        return f"{root}: no such directory"
+    for kind in RECORD_TYPES:
+        for _dirpath, _dirs, files in os.walk(os.path.join(root, kind)):
+            if any(not f.startswith((".", "_")) for f in files):  # Spark skips hidden files
+                return None
+    return f"{root}: no shipped records (nothing under {', '.join(RECORD_TYPES)})"
+
+
 def cmd_analyze(args: argparse.Namespace) -> int:
     try:
         import pyspark  # noqa: F401
     except ImportError:
         print(MISSING, file=sys.stderr)
         return EXIT_NO_SPARK
+    if java_missing():
+        print(NO_JAVA, file=sys.stderr)
+        return EXIT_NO_SPARK
+    problem = local_input_problem(args.input)
+    if problem is not None:
+        print(f"error: --input {problem}; no report written", file=sys.stderr)
+        return EXIT_NO_RECORDS
     from retentiond.analytics.job import run
 
     return run(args)

@@ -20,7 +20,9 @@ EXIT_PARTIAL = 5
 EXIT_JOURNAL = 6
 EXIT_UNREACHABLE = 7  # the daemon's control socket did not answer (status / trigger-delete)
 EXIT_SHIP_FAILED = 10
-EXIT_NO_SPARK = 11
+EXIT_NO_SPARK = 11  # analyze: the spark extra or Java is missing
+EXIT_NO_RECORDS = 12  # analyze: the input is missing or holds no records; no report written
+EXIT_PIPE = 141  # a client command's output pipe closed (128 + SIGPIPE)
 
 
 def load_settings_or_exit(path: str) -> Settings:

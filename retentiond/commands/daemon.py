@@ -66,18 +66,10 @@ def cmd_trigger_delete(args: argparse.Namespace) -> int:
     reply = _ask(args, "trigger-delete")
     if reply is None:
         return EXIT_UNREACHABLE
-    if reply.get("store_kind") == "kafka":
-        print(
-            f"manual deletion requested: the next {reply.get('manual_rounds')} rounds are "
-            "marked manual; Kafka's retention has no hour of day, so they delete what any "
-            "round would (log dirs whose broker runs stay plan-only)"
-        )
-        return EXIT_OK
-    print(
-        f"manual deletion requested: the next {reply.get('manual_rounds')} rounds run a "
-        "deletion pass at any hour (expired files only, unless the disk is over its forcible "
-        "ratio), as the broker's deleteExpiredCommitLog does"
-    )
+    from retentiond.kinds import DEFAULT_VOICE, voice_named
+
+    voice = voice_named(reply.get("store_kind")) or DEFAULT_VOICE
+    print(voice.manual_request_text(reply.get("manual_rounds")))
     return EXIT_OK
 
 

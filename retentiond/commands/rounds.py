@@ -39,16 +39,12 @@ def cmd_once(args: argparse.Namespace) -> int:
         print(cleaner.kind.render_plan(plan))
         print("dry run: nothing was deleted")
     else:
-        plan_only = getattr(plan, "plan_only_dirs", None)  # Kafka: dirs a broker holds
-        held = plan_only() if plan_only is not None else []
-        if held:
-            # nothing may go there while the broker runs: say what would, and why not
+        notes = cleaner.kind.plan_only_notes(plan)
+        if notes:
+            # nothing may go there (Kafka: while the broker runs): say what would, and why not
             print(cleaner.kind.render_plan(plan))
-            for d in held:
-                print(
-                    f"plan-only: {d}: another process (the broker) holds its .lock; "
-                    "nothing was deleted there"
-                )
+            for note in notes:
+                print(note)
         for o in result.outcomes:
             state = "deleted" if o.deleted else f"NOT deleted ({o.error})"
             print(f"{state}: {o.decision.path} [{o.decision.reason}]")
@@ -92,7 +88,8 @@ def _plan(args: argparse.Namespace) -> int:
     from retentiond.engine.cleaner import Cleaner
 
     settings = load_settings_or_exit(args.config)
-    cleaner = Cleaner(kind_for(settings))
+    # An incomplete view of /proc (a VM's init) is said only where it changed the plan.
+    cleaner = Cleaner(kind_for(settings), announce_proc_view=False)
     plan = cleaner.plan(manual=args.manual)
     if args.json:
         as_document = getattr(plan, "as_document", None)  # streamed when the kind can
@@ -105,6 +102,9 @@ def _plan(args: argparse.Namespace) -> int:
         print()
     else:
         print(cleaner.kind.render_plan(plan, all_queue_files=args.all))
+    doubt = cleaner.proc_view_doubt()
+    if doubt is not None:
+        print(f"note: {doubt}", file=sys.stderr)
     args.exit_without_teardown = (cleaner, plan)  # see cli.main: the process ends with these
     return EXIT_STORE if plan.store_errors() else EXIT_OK
 

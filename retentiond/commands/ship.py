@@ -17,7 +17,25 @@ from retentiond.commands.common import (
 from retentiond.journal.ship import ship_once
 
 
+def _active_bytes(directory: Path) -> int:
+    """Bytes in the journal's active (highest) segment: what only ``--flush`` ships now."""
+    from retentiond.journal.writer import list_segments
+
+    try:
+        segments = list_segments(directory)
+        return segments[-1][1].stat().st_size if segments else 0
+    except OSError:
+        return 0
+
+
 def cmd_ship(args: argparse.Namespace) -> int:
+    if args.target is not None and not Path(args.target).is_absolute():
+        print(
+            f"error: --target {args.target}: must be an absolute path, as "
+            "retentiond.ship.target is (the fleet's layout is found under it)",
+            file=sys.stderr,
+        )
+        return EXIT_USAGE
     settings = load_settings_or_exit(args.config)
     target = Path(args.target) if args.target else settings.daemon.ship_target
     if target is None:
@@ -40,19 +58,31 @@ def cmd_ship(args: argparse.Namespace) -> int:
         flush=args.flush,
     )
     if result.busy:
-        print("another shipper (the daemon's job) is running on this journal; try again")
+        print(
+            "error: another shipper (the daemon's job) is running on this journal; nothing was "
+            "shipped, try again",
+            file=sys.stderr,
+        )
         return EXIT_SHIP_FAILED
-    print(
-        f"shipped {result.shipped_segments} segments ({result.shipped_records} records, "
-        f"{result.files_written} files) to {target} in {time.monotonic() - started:.2f}s; "
-        f"{result.backlog_segments} closed segments ({result.backlog_bytes} bytes) kept locally"
-    )
+    kept = f"{result.backlog_segments} closed segments ({result.backlog_bytes} bytes)"
+    active = _active_bytes(directory)
+    if result.shipped_segments or not result.error:
+        print(
+            f"shipped {result.shipped_segments} segments ({result.shipped_records} records, "
+            f"{result.files_written} files) to {target} in {time.monotonic() - started:.2f}s; "
+            f"{kept} kept locally"
+        )
     if result.reconciled:
         print(f"reconciled {result.reconciled} intents of writers that died before their outcome")
     if result.waiting_segments:
         print(
             f"kept {result.waiting_segments} closed segments: they hold an intent of a running "
             "writer without its outcome yet (shipped by a later pass)"
+        )
+    if not result.error and not args.flush and active:
+        print(
+            f"the active segment ({active} bytes) was not shipped: it closes after "
+            "retentiond.journal.maxSegmentAge; pass --flush to close and ship it now"
         )
     if result.torn_lines:
         print(f"warning: {result.torn_lines} torn journal lines skipped", file=sys.stderr)
@@ -63,7 +93,15 @@ def cmd_ship(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
     if result.error:
-        print(f"error: {result.error}", file=sys.stderr)
+        shipped = (
+            f"shipped {result.shipped_segments} segments before it"
+            if result.shipped_segments
+            else "nothing was shipped"
+        )
+        also = f" and the active segment ({active} bytes)" if active else ""
+        print(
+            f"error: {result.error}; {shipped}; {kept}{also} stay in {directory}", file=sys.stderr
+        )
         return EXIT_SHIP_FAILED
     return EXIT_OK
 
@@ -73,7 +111,9 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         "ship", help="ship closed journal segments to retentiond.ship.target once, now"
     )
     p.add_argument("--config", required=True, help="broker.yaml or broker.conf")
-    p.add_argument("--target", help="ship here instead of retentiond.ship.target")
+    p.add_argument(
+        "--target", help="ship here (an absolute path) instead of retentiond.ship.target"
+    )
     p.add_argument(
         "--flush",
         action="store_true",

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
 
@@ -29,9 +30,33 @@ def _topics(text: str) -> dict[str, int]:
     return out
 
 
+def _not_empty(path: Path) -> str | None:
+    """Why ``gen-store`` may not write into ``path`` (None: it may): a generated store never
+    mixes with files already there."""
+    if not os.path.lexists(path):
+        return None
+    if path.is_symlink() or not path.is_dir():
+        return "it exists and is not a directory"
+    try:
+        with os.scandir(path) as entries:
+            if next(entries, None) is not None:
+                return "the directory is not empty"
+    except OSError as exc:
+        return f"cannot list it: {exc.strerror}"
+    return None
+
+
 def cmd_gen_store(args: argparse.Namespace) -> int:
     from retentiond.storegen import GenStoreRefused, GenStoreRequest, generator
 
+    why = _not_empty(Path(args.dir))
+    if why is not None:
+        print(
+            f"error: gen-store {args.dir}: {why}; give a new or empty directory "
+            "(nothing was written)",
+            file=sys.stderr,
+        )
+        return EXIT_USAGE
     request = GenStoreRequest(
         dir=Path(args.dir),
         preset=args.preset,

@@ -76,19 +76,16 @@ class Daemon:
         self.journal = journal
         self.notifier = notifier or Notifier()
         self.stop_event = threading.Event()  # interrupts the executor's pacing sleeps
-        self.state = DaemonState(config_path, settings)
-        self.cleaner = Cleaner(
-            kind_for(settings),
-            journal=journal,
-            stop=self.stop_event,
-            on_outcome=self.state.record_outcome,
-        )
+        kind = kind_for(settings)
+        self.state = DaemonState(config_path, settings, kind)
+        self.cleaner = Cleaner(kind, journal=journal, stop=self.stop_event)
+        self.cleaner.add_listener(self.state)  # files that would not go
         self.watcher = watcher or reload.ConfigWatcher(config_path)
         self.control = control.ControlServer(
             control.socket_path(settings, config_path),
             {"status": self._cmd_status, "trigger-delete": self._cmd_trigger},
         )
-        self.metrics = DaemonMetrics(self)  # /metrics; chains the cleaner's on_outcome
+        self.metrics = DaemonMetrics(self, self.cleaner)  # /metrics; listens to the cleaner
         self.scheduler = BackgroundScheduler(
             executors={"default": ThreadPoolExecutor(max_workers=4)},
             job_defaults={"max_instances": 1, "coalesce": True, "misfire_grace_time": None},
@@ -113,16 +110,17 @@ class Daemon:
             return 1
         self.metrics.start()
         s = self.state.settings
+        kind = self.cleaner.kind
         log.info(
             "daemon starting",
             config=str(self.config_path),
             config_hash=s.config_hash,
             store=s.store_label,
-            store_kind=s.store.kind_name,
+            store_kind=kind.name,
             control_socket=str(self.control.path),
             first_round_in_ms=s.daemon.initial_delay_ms,
-            interval_ms=s.round_interval_ms,
-            delete_when=getattr(s.store, "delete_when", None),
+            interval_ms=kind.cadence(s).round_interval_ms,
+            delete_when=kind.status_settings(s, None)["delete_when"],
             dry_run=s.daemon.dry_run,
         )
         self._startup_scan()
@@ -178,9 +176,10 @@ class Daemon:
             self._on_scheduler_event,
             EVENT_JOB_SUBMITTED | EVENT_JOB_MAX_INSTANCES | EVENT_JOB_MISSED,
         )
+        interval_ms = self.cleaner.kind.cadence(s).round_interval_ms
         self.scheduler.add_job(
             self._round_job,
-            _interval_trigger(s.round_interval_ms, s.daemon.initial_delay_ms),
+            _interval_trigger(interval_ms, s.daemon.initial_delay_ms),
             id=ROUND_JOB,
             name="cleaning round",
         )
@@ -228,7 +227,7 @@ class Daemon:
 
     def _became_ready(self) -> None:
         if self.state.mark_ready():
-            self.notifier.ready(summary_line(self.status()))
+            self.notifier.ready(summary_line(self.status(), self.cleaner.kind))
             log.info("ready")
 
     # ---- scheduler jobs (worker threads) ------------------------------------------------
@@ -256,7 +255,7 @@ class Daemon:
         self._redelete_hanged(settings)
         if scan_ok(result.plan):
             self._became_ready()
-        self.notifier.status(summary_line(self.status()))
+        self.notifier.status(summary_line(self.status(), self.cleaner.kind))
 
     def _take_pending(self) -> Settings:
         with self._pending_lock:
@@ -269,22 +268,10 @@ class Daemon:
         return self.cleaner.settings
 
     def _log_round(self, result: RoundResult) -> None:
-        # The triggers as the store kind reported them for `status` (round_done set them).
-        # A kind without triggers (Kafka: retention per topic, no delete hour or disk
-        # pressure) logs what its scan reported instead (its plan-only log dirs).
-        t = self.state.triggers
-        if t is not None:
-            fields: dict[str, object] = {
-                "fired": t.get("fired"),
-                "time_up": t.get("time_up"),
-                "usage_exceeds": t.get("usage_exceeds"),
-                "manual": t.get("manual"),
-                "disk_ratio": t.get("physic_ratio"),
-                "pending_expired": self.state.pending_expired,
-                "manual_rounds_left": self.cleaner.state.manual_rounds_remaining,
-            }
-        else:
-            fields = {k: v for k, v in (self.state.scan_fields or {}).items() if k != "reasons"}
+        # What the store kind reported of the round's scan for `status` (round_done kept it).
+        fields = self.cleaner.kind.log_fields(
+            self.state.last_fields or {}, self.cleaner.state.manual_rounds_remaining
+        )
         log.info(
             "round interrupted by stop" if result.stopped else "round done",
             duration_s=round(result.duration_s, 3),
@@ -299,13 +286,17 @@ class Daemon:
         process held it is retried by the Cleaner (released: deleted; held past the forcible
         interval: forced); other failures are retried by the next round's plan (the file is
         still the oldest); here we forget files that went away and say which remain."""
-        if not self.state.redelete_due(wall_ms(), settings.retry_interval_ms):
+        retry_ms = self.cleaner.kind.cadence(settings).retry_interval_ms
+        if not self.state.redelete_due(wall_ms(), retry_ms):
             return
         try:
             self.cleaner.redelete_hanged()
         except Exception:  # the round job must survive anything
             log.exception("retrying the first CommitLog file failed")
+        refused = self.cleaner.state.refused  # said at each attempt (Cleaner._note_refusal)
         for path, hung in self.state.prune_hung().items():
+            if path in refused:
+                continue
             log.warning(
                 "file still not deleted",
                 file=path,
@@ -361,15 +352,23 @@ class Daemon:
                 changes=result.change_lines(),
             )
         if ready:
-            self.notifier.ready(summary_line(self.status()))
+            self.notifier.ready(summary_line(self.status(), self.cleaner.kind))
 
     def _apply(self, new: Settings, old: Settings) -> None:
         with self._pending_lock:
             self._pending_settings = new
-        interval = new.round_interval_ms
-        if interval != old.round_interval_ms:
+        cadence = self.cleaner.kind.cadence
+        interval = cadence(new).round_interval_ms
+        if interval != cadence(old).round_interval_ms:
             self.scheduler.reschedule_job(ROUND_JOB, trigger=_interval_trigger(interval, interval))
             self.state.rescheduled(interval)
+
+    # ---- for the metrics (observe.daemon_metrics.DaemonView) ----------------------------
+    def settings_in_force(self) -> Settings:
+        return self.state.settings
+
+    def control_state(self) -> dict[str, object] | None:
+        return self.control.state
 
     # ---- control commands (control thread) ----------------------------------------------
     def status(self) -> dict[str, object]:
@@ -407,6 +406,6 @@ class Daemon:
         next_run = job.next_run_time if job is not None else None
         return {
             "manual_rounds": MAX_MANUAL_DELETE_FILE_TIMES,
-            "store_kind": self.cleaner.settings.store.kind_name,
+            "store_kind": self.cleaner.kind.name,
             "next_round_ms": int(next_run.timestamp() * 1000) if next_run else None,
         }

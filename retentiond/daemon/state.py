@@ -16,14 +16,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from retentiond.config.settings import Settings
-from retentiond.engine.cleaner import RoundResult
+from retentiond.engine.cleaner import RoundListener, RoundResult
 from retentiond.engine.execute import Outcome
 from retentiond.engine.kind import RoundPlan, StoreKind
+from retentiond.reasons import Cause
 
 _HOUR_MS = 3_600_000
 # Causes (execute.Outcome.cause) that leave a file on disk that should have gone: tracked as
 # "hung" until a later round deletes it or it disappears.
-HUNG_CAUSES = frozenset({"unlink_failed", "changed", "containment"})
+HUNG_CAUSES = frozenset({Cause.UNLINK_FAILED, Cause.CHANGED, Cause.CONTAINMENT})
 
 
 def wall_ms() -> int:
@@ -58,9 +59,12 @@ class HungFile:
 
 
 @dataclass
-class DaemonState:
+class DaemonState(RoundListener):
+    """Listens to the Cleaner's rounds (``file_done``) for the files that would not go."""
+
     config_path: Path
     settings: Settings
+    kind: StoreKind  # for its part of the document (its settings may lag a reload: unused)
     config_version: int = 1
     started_ms: int = field(default_factory=wall_ms)
     ready: bool = False
@@ -72,6 +76,7 @@ class DaemonState:
     triggers: dict[str, object] | None = None
     pending_expired: int | None = None
     scan_fields: dict[str, object] | None = None  # the kind's other status fields (Kafka)
+    last_fields: dict[str, object] | None = None  # all of the last scan's status fields
     last_scan_ms: int | None = None
     reloads_ok: int = 0
     reloads_unchanged: int = 0
@@ -87,7 +92,7 @@ class DaemonState:
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     def __post_init__(self) -> None:
-        self.interval_ms = self.settings.round_interval_ms
+        self.interval_ms = self.kind.cadence(self.settings).round_interval_ms
 
     # ---- rounds -------------------------------------------------------------------------
     def mark_ready(self) -> bool:
@@ -109,6 +114,7 @@ class DaemonState:
         fields = kind.status_fields(plan, deleted)
         with self._lock:
             self.last_scan_ms = plan.now_ms
+            self.last_fields = fields
             self.triggers = fields.get("triggers")  # type: ignore[assignment]
             self.pending_expired = fields.get("pending_expired")  # type: ignore[assignment]
             self.scan_fields = {
@@ -133,11 +139,11 @@ class DaemonState:
             self.last_error = error
 
     # ---- files that could not be deleted ------------------------------------------------
-    def record_outcome(self, outcome: Outcome) -> None:
-        """Cleaner ``on_outcome`` hook: remember when a file first failed to go."""
+    def file_done(self, outcome: Outcome) -> None:
+        """Remember when a file first failed to go (a ``RoundListener`` hook)."""
         path = outcome.decision.path
         with self._lock:
-            if outcome.deleted or outcome.cause == "gone":
+            if outcome.deleted or outcome.cause == Cause.GONE:
                 self.hung.pop(path, None)
             elif outcome.cause in HUNG_CAUSES:
                 first = self.hung[path].first_attempt_ms if path in self.hung else wall_ms()
@@ -211,7 +217,7 @@ class DaemonState:
                 "broker": s.broker_name,
                 "cluster": s.broker_cluster_name,
                 "store": s.store_label,
-                "store_kind": s.store.kind_name,
+                "store_kind": self.kind.name,
                 "config": {
                     "path": str(self.config_path),
                     "hash": s.config_hash,
@@ -237,13 +243,10 @@ class DaemonState:
                         "misfire": self.missed_misfire,
                     },
                 },
-                "delete_when": getattr(s.store, "delete_when", None),
+                **self.kind.status_settings(s, self.last_fields),
                 "timezone": s.daemon.timezone or "local",
                 "dry_run": s.daemon.dry_run,
                 "triggers": self.triggers,
-                "disk": _disk(self.triggers, s)
-                if hasattr(s.store, "disk_space_warning_level_ratio")
-                else None,  # RocketMQ's
                 "pending_expired": self.pending_expired,
                 "scan": self.scan_fields,
                 "last_scan_ms": self.last_scan_ms,
@@ -256,15 +259,3 @@ class DaemonState:
 
 def _reload_record(trigger: str, outcome: str, **extra: object) -> dict[str, object]:
     return {"time_ms": wall_ms(), "trigger": trigger, "outcome": outcome, **extra}
-
-
-def _disk(triggers: dict[str, object] | None, s: Settings) -> dict[str, object]:
-    t = triggers or {}
-    return {
-        "commitlog_ratio": t.get("physic_ratio"),
-        "consumequeue_ratio": t.get("logics_ratio"),
-        "state": t.get("disk_state"),
-        "max_used_ratio": s.store.disk_max_used_ratio_fraction,
-        "clean_forcibly_ratio": s.store.disk_space_clean_forcibly_ratio,
-        "warning_level_ratio": s.store.disk_space_warning_level_ratio,
-    }

@@ -1,14 +1,18 @@
 """The daemon's status document rendered for people: `retentiond status` and systemd STATUS=.
 
 Works on the JSON document (not on live objects) so the client renders exactly what
-`status --json` would print, and a test can feed it a hand-written document.
+`status --json` would print, and a test can feed it a hand-written document. The store kind's
+lines come from its voice (``engine.kind.KindVoice``): the daemon passes its own kind's, a
+client finds it by the ``store_kind`` the document names.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from retentiond.engine.kind import KindVoice
 from retentiond.engine.units import human_age, human_bytes
+from retentiond.kinds import DEFAULT_VOICE, VOICES, voice_named
 
 
 def _ago(now_ms: int, then_ms: object) -> str:
@@ -21,10 +25,6 @@ def _in(now_ms: int, then_ms: object) -> str:
     if not isinstance(then_ms, int):
         return "not scheduled"
     return "now" if then_ms <= now_ms else f"in {human_age(then_ms - now_ms)}"
-
-
-def _ratio(value: object) -> str:
-    return f"{value:.2f}" if isinstance(value, int | float) else "n/a"
 
 
 def deleted_text(counts: dict[str, Any] | None) -> str:
@@ -48,24 +48,20 @@ def _files_deleted(last: dict[str, Any] | None) -> tuple[int, int]:
     )
 
 
-def summary_line(doc: dict[str, Any]) -> str:
-    """One line for systemd's STATUS= (shown by `systemctl status`)."""
+def _voice(doc: dict[str, Any], voice: KindVoice | None) -> KindVoice:
+    return voice or voice_named(doc.get("store_kind")) or DEFAULT_VOICE
+
+
+def summary_line(doc: dict[str, Any], voice: KindVoice | None = None) -> str:
+    """One line for systemd's STATUS= (shown by `systemctl status`); ``voice``: the store
+    kind's (default: the one the document names)."""
     rounds = doc["rounds"]
     last = rounds.get("last")
     files, size = _files_deleted(last)
-    pending = doc.get("pending_expired")
-    disk = doc.get("disk") or {}
     parts = [f"{rounds['count']} rounds"]
     if last:
         parts.append(f"last deleted {files} files ({human_bytes(size)})")
-    if doc.get("store_kind") == "kafka":
-        plan_only = doc.get("plan_only_log_dirs") or []
-        if plan_only:
-            parts.append(f"{len(plan_only)} log dirs plan-only (broker running)")
-    else:
-        parts.append(f"{'?' if pending is None else pending} expired pending")
-        disk_state = disk.get("state") or "unknown"
-        parts.append(f"disk {_ratio(disk.get('commitlog_ratio'))} {disk_state}")
+    parts += _voice(doc, voice).summary_parts(doc)
     if doc.get("manual_rounds_left"):
         parts.append(f"manual rounds left {doc['manual_rounds_left']}")
     if rounds.get("last_error"):
@@ -76,30 +72,12 @@ def summary_line(doc: dict[str, Any]) -> str:
     return "; ".join(parts)
 
 
-def _trigger_line(doc: dict[str, Any]) -> str:
-    t = doc.get("triggers") or {}
-    if not t:
-        return "not evaluated yet"
-    hour = t.get("hour")
-    when = f'deleteWhen "{doc.get("delete_when")}" ({doc.get("timezone")} zone, hour {hour})'
-    parts = [
-        f"{when}: {'delete hour' if t.get('time_up') else 'not the delete hour'}",
-        f"disk over max: {'yes' if t.get('usage_exceeds') else 'no'}",
-        f"manual: {'yes' if t.get('manual') else 'no'}",
-    ]
-    if t.get("clean_at_once"):
-        parts.append("CLEANING FORCIBLY (unexpired files too)")
-    if t.get("error"):
-        parts.append(f"ERROR: {t['error']}")
-    return "; ".join(parts)
-
-
-def render(doc: dict[str, Any]) -> str:
+def render(doc: dict[str, Any], voice: KindVoice | None = None) -> str:
+    """`retentiond status`; ``voice``: the store kind's (default: the one the document names)."""
     now = int(doc["now_ms"])
     cfg = doc["config"]
     rounds = doc["rounds"]
     missed = rounds["missed"]
-    disk = doc.get("disk") or {}
     reloads = cfg["reloads"]
     state = "ready" if doc.get("ready") else "NOT READY (the store has not been read yet)"
     if doc.get("dry_run"):
@@ -139,10 +117,10 @@ def render(doc: dict[str, Any]) -> str:
     if rounds.get("last_error"):
         lines.append(f"          ERROR: {rounds['last_error']}")
     manual = doc.get("manual_rounds_left", 0)
-    if doc.get("store_kind") == "kafka":
-        lines += _kafka_lines(doc, manual)
-    else:
-        lines += _rocketmq_lines(doc, manual, disk)
+    manual_line = f"manual    {f'{manual} manual rounds left' if manual else 'none requested'}" + (
+        " (starts with the next round)" if doc.get("manual_requested") else ""
+    )
+    lines += _voice(doc, voice).status_lines(doc, manual_line)
     hung = doc.get("hung_files") or []
     if not hung:
         lines.append("hung      none")
@@ -154,47 +132,6 @@ def render(doc: dict[str, Any]) -> str:
     lines += _safety_lines(doc.get("safety"), now)
     lines += endpoint_lines(doc.get("endpoints"))
     return "\n".join(lines)
-
-
-def _kafka_lines(doc: dict[str, Any], manual: int) -> list[str]:
-    """Kafka: which log dirs a round may delete from (the broker holds .lock on the others:
-    plan-only) and the verdicts of the last scan."""
-    lines = []
-    plan_only = set(doc.get("plan_only_log_dirs") or [])
-    for i, d in enumerate(doc.get("log_dirs") or []):
-        state = (
-            "PLAN-ONLY: another process (the broker) holds .lock; nothing is deleted here"
-            if d in plan_only
-            else "deletes while the broker is stopped (the round holds .lock)"
-        )
-        lines.append(f"{'log dirs' if i == 0 else '':<10}{d}: {state}")
-    reasons = (doc.get("scan") or {}).get("reasons") or {}
-    shown = ", ".join(f"{k} {v}" for k, v in sorted(reasons.items())) or "not scanned yet"
-    lines.append(f"verdicts  {shown}")
-    lines.append(
-        f"manual    {f'{manual} manual rounds left' if manual else 'none requested'}"
-        + (" (starts with the next round)" if doc.get("manual_requested") else "")
-    )
-    return lines
-
-
-def _rocketmq_lines(doc: dict[str, Any], manual: int, disk: dict[str, Any]) -> list[str]:
-    lines = [
-        f"triggers  {_trigger_line(doc)}",
-        f"manual    {f'{manual} manual rounds left' if manual else 'none requested'}"
-        + (" (starts with the next round)" if doc.get("manual_requested") else ""),
-        f"disk      commitlog {_ratio(disk.get('commitlog_ratio'))}, consumequeue "
-        f"{_ratio(disk.get('consumequeue_ratio'))}: {disk.get('state') or 'unknown'} "
-        f"(max {_ratio(disk.get('max_used_ratio'))}, clean forcibly "
-        f"{_ratio(disk.get('clean_forcibly_ratio'))}, warning "
-        f"{_ratio(disk.get('warning_level_ratio'))})",
-    ]
-    pending = doc.get("pending_expired")
-    lines.append(
-        "pending   "
-        + ("unknown" if pending is None else f"{pending} expired CommitLog files not deleted yet")
-    )
-    return lines
 
 
 def endpoint_lines(endpoints: dict[str, Any] | None) -> list[str]:
@@ -225,8 +162,10 @@ def owner_lines(owner: dict[str, Any], now: int) -> list[str]:
     p = owner.get("process")
     if not p:
         return []
-    kind = {"rocketmq": "RocketMQ broker", "kafka": "Kafka broker"}.get(p.get("type"), "")
-    who = f"{kind} ({p['main_class']})" if kind else "NOT a RocketMQ or Kafka broker"
+    voice = voice_named(p.get("type"))
+    kind = f"{voice.product} broker" if voice is not None else ""
+    products = " or ".join(v.product for v in VOICES)
+    who = f"{kind} ({p['main_class']})" if kind else f"NOT a {products} broker"
     started = p.get("start_time_s")
     up = f", up {human_age(now - int(started * 1000))}" if isinstance(started, int | float) else ""
     maps = _share(p.get("memory_maps"), owner.get("vm_max_map_count"), "vm.max_map_count")

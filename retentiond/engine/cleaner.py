@@ -24,6 +24,7 @@ from collections import Counter
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
+from typing import Protocol
 
 import structlog
 
@@ -43,9 +44,32 @@ from retentiond.journal.place import shares_store_filesystem
 from retentiond.journal.reconcile import ReconcileResult, reconcile
 from retentiond.journal.spool import SpoolingJournal
 from retentiond.journal.writer import Journal
-from retentiond.reasons import Kind
+from retentiond.reasons import Cause, Kind
 
 log = structlog.get_logger("retentiond.cleaner")
+
+
+class RoundListener(Protocol):
+    """An observer of the Cleaner's rounds (the daemon's state, the metrics), registered with
+    ``Cleaner.add_listener``. Called in the round's thread, in the order of registration; a
+    listener that raises is logged and the round goes on. Subclass it to inherit no-op hooks.
+    """
+
+    def round_started(self) -> None:
+        """A round (real or dry) begins, before reconciliation and the scan."""
+        return None
+
+    def phase_started(self, phase: str) -> None:
+        """The kind starts planning one of its phases (``StoreKind.phases``); not in ``plan``."""
+        return None
+
+    def file_done(self, outcome: Outcome) -> None:
+        """One file's outcome, after the journal has its record (safety rule 4)."""
+        return None
+
+    def round_ended(self) -> None:
+        """The round is over: returned, stopped or raised."""
+        return None
 
 
 @contextmanager
@@ -119,21 +143,22 @@ class Cleaner:
         journal: Journal | SpoolingJournal | None = None,
         stop: threading.Event | None = None,
         clock_ms: Callable[[], int] = wall_ms,
-        on_outcome: Callable[[Outcome], None] | None = None,
         proc_root: str = PROC,
         hold_rules: HoldIntervals | None = None,
+        announce_proc_view: bool = True,
     ) -> None:
+        """``announce_proc_view``: log once that /proc cannot show every process (rounds);
+        False for a read-only ``plan``, which asks ``proc_view_doubt`` instead."""
         self.kind = kind
         if journal is not None and not isinstance(journal, SpoolingJournal):
             journal = SpoolingJournal(journal)
         self.journal = journal
         self.stop = stop or threading.Event()
         self.clock_ms = clock_ms
-        self.on_outcome = on_outcome  # chained by the daemon's state and the metrics
-        self.on_phase: Callable[[str], None] | None = None  # phase marks (metrics)
+        self.listeners: tuple[RoundListener, ...] = ()  # see add_listener
         self.state = CleanerState()
         self.last_result: RoundResult | None = None
-        self.guard = Guard(proc_root, hold_rules, brokers=kind.brokers)
+        self.guard = Guard(proc_root, hold_rules, brokers=kind.brokers, announce=announce_proc_view)
         self.faults = FaultCounters()
         self._bad_files = OnceReporter(self.faults)
         self._store_errors = StoreErrorWatch(self.faults)
@@ -150,6 +175,20 @@ class Cleaner:
     @property
     def settings(self) -> Settings:
         return self.kind.settings
+
+    def add_listener(self, listener: RoundListener) -> None:
+        """Tell ``listener`` about every round from now on (see ``RoundListener``)."""
+        self.listeners = (*self.listeners, listener)
+
+    def _notify(self, hook: Callable[[RoundListener], None]) -> None:
+        for listener in self.listeners:
+            try:
+                hook(listener)
+            except Exception:  # an observer must never break a round mid-way
+                log.exception("a round listener failed", listener=type(listener).__name__)
+
+    def _phase(self, phase: str) -> None:
+        self._notify(lambda listener: listener.phase_started(phase))
 
     def reconfigure(self, settings: Settings) -> None:
         """Take new settings from the next round on; round state survives a reload."""
@@ -207,7 +246,7 @@ class Cleaner:
         once per backoff step (the rounds in between keep the file without a word)."""
         d = outcome.decision
         now = self.clock_ms()
-        cap = self.settings.retry_interval_ms
+        cap = self.kind.cadence(self.settings).retry_interval_ms
         record = record_refusal(
             self.state.refused.get(d.path), d, outcome.error or "", outcome.errno, now, cap
         )
@@ -252,7 +291,7 @@ class Cleaner:
             mode=mode,
             held=self._held,
             remember_held=self._remember_held,
-            on_phase=self.on_phase if mode is not Mode.PLAN else None,
+            on_phase=self._phase if mode is not Mode.PLAN else None,
             executor=executor,
             context=context,
             refused=self._refused,
@@ -286,7 +325,7 @@ class Cleaner:
 
     def _outcome(self, outcome: Outcome) -> None:
         """Every file outcome: pending-release and held bookkeeping, counters, then the
-        daemon's and the metrics' hook (read at call time: they chain onto it)."""
+        listeners."""
         d = outcome.decision
         if outcome.deleted:
             if d.path in self.state.held:
@@ -296,14 +335,19 @@ class Cleaner:
                 refused = {p: r for p, r in self.state.refused.items() if p != d.path}
                 self.state = replace(self.state, refused=refused)
             self.guard.note_outcome(outcome, self.clock_ms())
-        elif outcome.cause == "unlink_failed":
+        elif outcome.cause == Cause.UNLINK_FAILED:
             self.faults.unlink_failed += 1
             self._note_refusal(outcome)
-        hook = self.on_outcome
-        if hook is not None:
-            hook(outcome)
+        self._notify(lambda listener: listener.file_done(outcome))
 
     def run_round(self, *, manual: bool = False, dry_run: bool = False) -> RoundResult:
+        self._notify(lambda listener: listener.round_started())
+        try:
+            return self._run_round(manual, dry_run)
+        finally:
+            self._notify(lambda listener: listener.round_ended())
+
+    def _run_round(self, manual: bool, dry_run: bool) -> RoundResult:
         started = time.monotonic()
         if not dry_run:
             self.reconcile()
@@ -446,6 +490,19 @@ class Cleaner:
         """Whether the last holder map saw every process (False: doubt, files held count as
         held by others); None before the first map."""
         return self.guard.inuse.view_complete
+
+    def proc_view_doubt(self) -> str | None:
+        """After a plan or round: why some files count as held although no holder was seen
+        (/proc could not show every process, and no lease proved nobody had them), in
+        words; None when the view did not change the answer."""
+        if not self.guard.unseen_holds:
+            return None
+        text = self.guard.inuse.incomplete_text()
+        if text is None:
+            return None
+        n = self.guard.unseen_holds
+        files = f"{n} file{'s are' if n != 1 else ' is'}"
+        return f"{files} kept as held by another process because retentiond {text}"
 
     def held_count(self) -> int:
         """Files whose deletion waits because another process holds them."""

@@ -30,7 +30,7 @@ from retentiond.engine.decision import Decision
 from retentiond.engine.identity import identity_of
 from retentiond.engine.kind import StoreKind
 from retentiond.journal.reconcile import writer_identity
-from retentiond.reasons import Reason
+from retentiond.reasons import Cause, Reason
 
 log = structlog.get_logger("retentiond.execute")
 
@@ -56,7 +56,7 @@ class Outcome:
     decision: Decision
     deleted: bool
     error: str | None = None  # why it was not deleted (re-check failed, unlink failed, ...)
-    cause: str | None = None  # short label for metrics: changed, gone, unlink_failed, journal
+    cause: str | None = None  # why it was not deleted, for metrics: a ``reasons.Cause``
     freed_bytes: int | None = None  # allocated bytes (st_blocks * 512) the unlink released
     errno: int | None = None  # the unlink's errno when it failed
 
@@ -148,7 +148,7 @@ class Executor:
         """None if the file may go now; otherwise why not. The engine checks that it is the
         same regular file; the kind checks that its rule still holds."""
         if st is None:
-            return "gone"
+            return Cause.GONE.value
         if not stat.S_ISREG(st.st_mode):
             return "not a regular file any more"
         if d.identity is None or identity_of(st) != d.identity:
@@ -186,7 +186,7 @@ class Executor:
         try:
             dir_fd = self.kind.open_parent(d)
         except OSError as exc:
-            return self._done(Outcome(d, False, f"parent directory: {exc}", "containment"))
+            return self._done(Outcome(d, False, f"parent directory: {exc}", Cause.CONTAINMENT))
         try:
             name = os.path.basename(d.path)
             try:
@@ -195,7 +195,7 @@ class Executor:
                 st = None
             why_not = self._still_qualifies(d, st, floor, ctx.now_ms())
             if why_not is not None:
-                cause = "gone" if why_not == "gone" else "changed"
+                cause = Cause.GONE if why_not == Cause.GONE else Cause.CHANGED
                 return self._done(Outcome(d, False, why_not, cause))
             assert st is not None
             op_id = uuid.uuid4().hex
@@ -204,13 +204,13 @@ class Executor:
             try:
                 self.journal.append(intent)
             except OSError as exc:
-                failed = self._done(Outcome(d, False, f"journal: {exc}", "journal"))
+                failed = self._done(Outcome(d, False, f"journal: {exc}", Cause.JOURNAL))
                 raise JournalFailed(f"intent for {d.path}: {exc}", failed) from exc
             try:
                 os.unlink(name, dir_fd=dir_fd)
             except OSError as exc:
                 abort = {"type": "abort", "id": op_id, "file": d.path, "error": str(exc)}
-                outcome = Outcome(d, False, f"unlink: {exc}", "unlink_failed", errno=exc.errno)
+                outcome = Outcome(d, False, f"unlink: {exc}", Cause.UNLINK_FAILED, errno=exc.errno)
                 self._outcome_record(abort, outcome)
                 return self._done(outcome)
             record["duration_ms"] = round((time.monotonic() - started) * 1000, 3)
@@ -242,7 +242,9 @@ class Executor:
                 kind=str(outcome.decision.kind),
                 reason=str(outcome.decision.reason),
             )
-        else:
+        elif outcome.cause != "unlink_failed":
+            # A refused unlink is said by the Cleaner, once per attempt, with its backoff
+            # (``Cleaner._note_refusal``): one line per attempt, not two.
             log.warning(
                 "not deleted", file=outcome.decision.path, error=outcome.error, cause=outcome.cause
             )

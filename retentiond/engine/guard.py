@@ -45,11 +45,17 @@ class Guard:
         proc_root: str = PROC,
         hold_rules: HoldIntervals | None = None,
         brokers: Sequence[BrokerMain] = (),
+        *,
+        announce: bool = True,
     ) -> None:
-        self.inuse = InUse(proc_root)
+        self.inuse = InUse(proc_root, announce=announce)
         self.owner_watch = OwnerWatch(proc_root, brokers)
         self.hold_rules = hold_rules  # None: the kind's own (tests pass short intervals)
         self._warned_invisible_owner = False
+        # Files this round counted as held only because /proc could not show every process
+        # (no holder seen, no lease could prove nobody): where an incomplete view changed
+        # the answer.
+        self.unseen_holds = 0
 
     def rules(self, kind: StoreKind) -> HoldIntervals:
         return self.hold_rules or kind.hold_intervals()
@@ -57,6 +63,7 @@ class Guard:
     # ---- per round ----------------------------------------------------------------------
     def begin_round(self, kind: StoreKind) -> None:
         self.inuse.begin_round(kind.owner_lock())
+        self.unseen_holds = 0
 
     def describe_owner(self) -> OwnerReport:
         """Read the owner's process figures (after ``begin_round``): once per round."""
@@ -110,6 +117,8 @@ class Guard:
                     return frozenset(found)
             if sure or nobody_has_open(d.path, ident.dev, ident.ino):
                 return nobody
+            if not hm.complete:
+                self.unseen_holds += 1
             return None
 
         return holders_of

@@ -29,6 +29,76 @@ from retentiond.engine.processes import describe
 log = structlog.get_logger("retentiond.inuse")
 
 UNREADABLE_NAMED = 10  # processes named in the warning (all are counted)
+_CAP_SYS_PTRACE = 19  # bit of the capability sets in /proc/self/status
+
+
+def _has_cap_sys_ptrace() -> bool | None:
+    """Whether this process may look into others whatever their owner (None: cannot tell).
+    Read from our own ``/proc/self``, never the engine's ``proc_root``: it is about us."""
+    try:
+        with open("/proc/self/status", encoding="ascii", errors="replace") as fh:
+            for line in fh:
+                if line.startswith("CapEff:"):
+                    return bool(int(line.split()[1], 16) >> _CAP_SYS_PTRACE & 1)
+    except (OSError, ValueError, IndexError):
+        return None
+    return None
+
+
+def _remedy(hm: HolderMap) -> str:
+    """What would let this process see every process, in sentences: it depends on who we are
+    (root, with or without CAP_SYS_PTRACE) and on /proc's hidepid."""
+    parts: list[str] = []
+    if hm.unreadable:
+        if os.geteuid() != 0:
+            parts.append("Run retentiond as root (or with CAP_SYS_PTRACE) to look into them.")
+        elif _has_cap_sys_ptrace() is False:
+            parts.append(
+                "It runs as root but without CAP_SYS_PTRACE (its unit or container drops it): "
+                "grant CAP_SYS_PTRACE to look into them."
+            )
+        else:
+            parts.append(
+                "Even root may not look into them (a VM's or a container's init, or a process "
+                "of another user namespace): expected there, nothing to change."
+            )
+    if hm.hidden:
+        parts.append(
+            "/proc is mounted with hidepid, which hides other users' processes: mount it "
+            "without hidepid (systemd: ProtectProc=default)."
+        )
+    return " ".join(parts)
+
+
+def incomplete_view_text(hm: HolderMap, proc_root: str) -> str:
+    """The one message about an incomplete view of /proc, in words: what cannot be seen
+    (the processes named, so the operator can judge them), what follows for deletions, and
+    the remedy if there is one. A VM's or a container's init (pid 1) is unreadable even to
+    root, so this is the normal case there, not a fault."""
+    seen: list[str] = []
+    if hm.unreadable:
+        named = "; ".join(str(p) for p in describe(hm.unreadable[:UNREADABLE_NAMED], proc_root))
+        more = len(hm.unreadable) - min(len(hm.unreadable), UNREADABLE_NAMED)
+        n = len(hm.unreadable)
+        seen.append(
+            f"{n} process{'es' if n != 1 else ''} cannot be looked into ({named}"
+            + (f"; and {more} more" if more else "")
+            + ")"
+        )
+    if hm.hidden:
+        seen.append("/proc hides other users' processes (hidepid)")
+    return (
+        "cannot see every process's open files: "
+        + " and ".join(seen)
+        + ". Deletions go on: a file to delete that nobody has open is proven free by a "
+        "lease and deleted as usual; a file that any process has open (the broker included) "
+        "is treated as held by another process and deleted only after its forcible interval. "
+        + _remedy(hm)
+    )
+
+
+def _counts(hm: HolderMap) -> dict[str, object]:
+    return {"unreadable_count": len(hm.unreadable), "hidepid": hm.hidden}
 
 
 class PendingTotals(NamedTuple):
@@ -59,14 +129,19 @@ class InUse:
     metrics threads, hence the lock around the shared fields.
     """
 
-    def __init__(self, proc_root: str = PROC, *, self_pid: int | None = None) -> None:
+    def __init__(
+        self, proc_root: str = PROC, *, self_pid: int | None = None, announce: bool = True
+    ) -> None:
         self.proc_root = proc_root
         self.self_pid = os.getpid() if self_pid is None else self_pid
+        # Log an incomplete view (once per process); False for a read-only command, which
+        # says it only where it changed its answer (``incomplete_text``).
+        self.announce = announce
+        self._incomplete: HolderMap | None = None  # who the first incomplete map missed
         self._lock = threading.Lock()
         self._pending: dict[tuple[int, int], PendingFile] = {}
         self._owner = LockOwner(None)
         self._map: HolderMap | None = None
-        self._warned_incomplete = False
         self.maps_built = 0  # for tests and status: how many holder maps were built
         self.last_map_s: float | None = None
         self.view_complete: bool | None = None  # None until a map was built
@@ -100,32 +175,20 @@ class InUse:
         self.maps_built += 1
         self.last_map_s = hm.duration_s
         self.view_complete = hm.complete
-        if not hm.complete and not self._warned_incomplete:
-            self._warned_incomplete = True
-            self._warn_incomplete(hm)
+        if not hm.complete and self._incomplete is None:
+            # only what the words need: the map itself holds every process's open files
+            self._incomplete = HolderMap(unreadable=list(hm.unreadable), hidden=hm.hidden)
+            if self.announce:
+                log.warning(incomplete_view_text(hm, self.proc_root), **_counts(hm))
         self._map = hm
         self._refresh(hm, list(store_dirs), now_ms)
         return hm
 
-    def _warn_incomplete(self, hm: HolderMap) -> None:
-        """Once per process, as a warning: a VM's or a container's init (pid 1) is unreadable
-        even to root, so this is the normal case there, not a fault. Names the processes so
-        the operator can judge them, and says what it means for deletions."""
-        named = describe(hm.unreadable[:UNREADABLE_NAMED], self.proc_root)
-        log.warning(
-            "cannot see every process's open files: "
-            + (f"{len(hm.unreadable)} process(es) cannot be looked into" if hm.unreadable else "")
-            + (" and " if hm.unreadable and hm.hidden else "")
-            + ("/proc hides other users' processes (hidepid)" if hm.hidden else "")
-            + ". Deletions go on: a file to delete that nobody has open is proven free by a "
-            "lease and deleted as usual; a file that any process has open (the broker "
-            "included) is treated as held by another process and deleted only after its "
-            "forcible interval. Run as root, or with CAP_SYS_PTRACE and /proc without "
-            "hidepid, to look into every process",
-            unreadable=[str(p) for p in named],
-            unreadable_count=len(hm.unreadable),
-            hidepid=hm.hidden,
-        )
+    def incomplete_text(self) -> str | None:
+        """In words: which processes could not be looked into, what follows for deletions and
+        what would change it; None while every map so far saw every process."""
+        hm = self._incomplete
+        return None if hm is None else incomplete_view_text(hm, self.proc_root)
 
     def _refresh(self, hm: HolderMap, store_dirs: list[str], now_ms: int) -> None:
         with self._lock:

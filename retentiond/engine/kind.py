@@ -6,6 +6,12 @@ qualifies, and what its round record says. The engine knows the rest and nothing
 the round's order of business, holds by other processes, pending release, the executor, the
 journal. ``docs/architecture.md`` shows where a new kind plugs in.
 
+A kind also speaks for itself on the way out: its part of ``status`` (the document and its
+text), of the round's log line, of the metrics' info labels, and of what ``once`` prints. The
+text of ``status`` is rendered from the daemon's JSON reply by a client that has no store, so
+that part (``KindVoice``) needs no instance: ``kinds.voice_named`` finds it by the name the
+reply carries.
+
 The kind drives its own stages, because a format's passes depend on each other (RocketMQ's
 queues are judged by the CommitLog minimum *after* its files went): it plans a stage, hands the
 engine each ordered run of deletions through ``Round.hold`` and ``Round.execute``, reads the
@@ -17,6 +23,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
 from retentiond.config.settings import Settings
@@ -63,11 +70,64 @@ class RoundPlan(Protocol):
         ...
 
 
-class StoreKind(Protocol):
+StatusDoc = Mapping[str, object]  # the daemon's status document, as JSON gives it back
+
+
+@dataclass(frozen=True)
+class Cadence:
+    """How often the daemon acts on a store, as the kind's settings say."""
+
+    round_interval_ms: int  # the period of the rounds (RocketMQ: cleanResourceInterval)
+    # How often files that would not go are looked at again, and the longest backoff after a
+    # refused unlink (RocketMQ: redeleteHangedFileInterval).
+    retry_interval_ms: int
+
+
+class KindVoice(Protocol):
+    """What a kind says for itself from documents alone, with no store and no settings: a
+    `status` client renders the daemon's reply through it. Class-level (attributes and static
+    methods), so the kind's class itself is its voice."""
+
+    # Read-only, so that a class declaring them as ``ClassVar`` is a voice, and so are its
+    # instances.
+    @property
+    def name(self) -> str:
+        """The kind's name in documents (``store_kind``) and metric labels."""
+        ...
+
+    @property
+    def product(self) -> str:
+        """The broker it cleans for, for people: "a RocketMQ broker"."""
+        ...
+
+    @property
+    def info_label_names(self) -> tuple[str, ...]:
+        """The ``retentiond_config_info`` labels it fills, in their order: its own
+        (``StoreKind.info_labels``) and, where it wants them, the shared ones (timezone,
+        clean_resource_interval_ms, dry_run)."""
+        ...
+
+    @staticmethod
+    def status_lines(doc: StatusDoc, manual_line: str) -> list[str]:
+        """Its lines of ``retentiond status`` (after the rounds, before the hung files), the
+        line about manual rounds (``manual_line``) among them where it belongs."""
+        ...
+
+    @staticmethod
+    def summary_parts(doc: StatusDoc) -> list[str]:
+        """Its parts of systemd's one-line STATUS= (after the rounds and the last deletion)."""
+        ...
+
+    @staticmethod
+    def manual_request_text(rounds: object) -> str:
+        """What ``trigger-delete`` prints once the daemon opened ``rounds`` manual rounds."""
+        ...
+
+
+class StoreKind(KindVoice, Protocol):
     """One broker format behind the engine. Lives as long as its Cleaner; keeps its own
     between-round memory (caches, the offsets its passes acted on)."""
 
-    name: str
     file_kinds: tuple[Kind, ...]  # the kinds of file it deletes, for counts and labels
     phases: tuple[str, ...]  # the stages of its round, in order (``Round.phase``; metrics)
     # (file kind, reason) pairs its deletions can carry: their counters start at 0.
@@ -144,6 +204,33 @@ class StoreKind(Protocol):
 
     def phases_succeeded(self, plan: RoundPlan) -> tuple[str, ...]:
         """The phases of a round that ran to completion (for last-success times)."""
+        ...
+
+    def cadence(self, settings: Settings) -> Cadence:
+        """The rounds' period and the retry interval that ``settings`` give."""
+        ...
+
+    def status_settings(self, settings: Settings, scan: StatusDoc | None) -> dict[str, object]:
+        """Its part of the status document that follows the settings in force (a reload shows
+        at once, before the next round) and the last scan's ``status_fields`` (None before
+        the first): RocketMQ's ``delete_when`` and ``disk`` section."""
+        ...
+
+    def log_fields(self, scan: StatusDoc, manual_rounds_left: int) -> dict[str, object]:
+        """The fields of the daemon's "round done" log line from the round's ``status_fields``."""
+        ...
+
+    def info_labels(self, settings: Settings) -> dict[str, str]:
+        """The values of its ``info_label_names`` under ``settings``."""
+        ...
+
+    def reserved_time_s(self, settings: Settings) -> float | None:
+        """The one age at which a file expires, where the kind has one (fileReservedTime)."""
+        ...
+
+    def plan_only_notes(self, plan: RoundPlan) -> list[str]:
+        """Lines ``once`` prints after a real round for the parts of the store it could only
+        plan (Kafka: the log dirs a running broker holds); empty when it could act on all."""
         ...
 
     # ---- just before an unlink ----------------------------------------------------------

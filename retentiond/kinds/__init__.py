@@ -5,7 +5,9 @@ registry that picks the kind a configuration file describes.
 layer reads the file once (``config.loader``), every registered kind says whether it claims it
 (``Claim.YES``: a key only that kind has; ``Claim.FALLBACK``: it would read any file), the one
 claiming kind reads it and checks the store on disk. ``kind_for`` makes the kind of validated
-settings. The commands and the daemon call these; the engine never does.
+settings. The commands and the daemon call these; the engine never does. ``voice_named``
+finds a kind's voice (``engine.kind.KindVoice``) by the name a document carries, for the
+clients that render one.
 """
 
 from __future__ import annotations
@@ -17,9 +19,13 @@ from typing import Protocol
 from retentiond.config.loader import Claim, ConfigFile, Draft, read_config_file
 from retentiond.config.problems import ConfigError, ConfigProblem
 from retentiond.config.settings import Settings, StoreSection
-from retentiond.engine.kind import StoreKind
+from retentiond.engine.kind import KindVoice, StoreKind
+from retentiond.kinds.kafka.voice import KafkaVoice
+from retentiond.kinds.rocketmq.voice import RocketMQVoice
 
 __all__ = [
+    "DEFAULT_VOICE",
+    "VOICES",
     "ConfigError",
     "ConfigProblem",
     "KindPlugin",
@@ -27,7 +33,23 @@ __all__ = [
     "load_settings",
     "plugin_named",
     "plugins",
+    "voice_named",
 ]
+
+# Every kind's voice, in the order their metric labels and names are listed.
+VOICES: tuple[KindVoice, ...] = (RocketMQVoice, KafkaVoice)
+# A status document that names no kind known here (an older daemon's) is read as RocketMQ's,
+# as before Kafka was a kind.
+DEFAULT_VOICE: KindVoice = RocketMQVoice
+
+
+def voice_named(name: object) -> KindVoice | None:
+    """The voice of the kind called ``name`` (a status reply's ``store_kind``, the type of
+    the process that holds a store's lock); None for a name no kind has."""
+    for voice in VOICES:
+        if voice.name == name:
+            return voice
+    return None
 
 
 class KindPlugin(Protocol):

@@ -2,7 +2,8 @@
 
 ``Daemon`` creates a ``DaemonMetrics`` beside its state, starts it with the control socket,
 hands it the startup scan's plan and every round's result, and stops it on shutdown. All the
-rest — the registry, chaining the cleaner's ``on_outcome``, the HTTP server — lives here.
+rest — the registry, listening to the cleaner's rounds, the HTTP server — lives here. What it
+reads of the daemon is a ``DaemonView``, so this module does not know the daemon's class.
 
 A ``/metrics`` endpoint that cannot bind (the port is taken) is logged as an error and the
 daemon keeps cleaning: retention must not stop because monitoring is misconfigured, and a
@@ -13,7 +14,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Iterator
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 import structlog
 from prometheus_client import disable_created_metrics
@@ -22,13 +23,10 @@ from prometheus_client.registry import Collector
 
 from retentiond.config.metrics import is_loopback, parse_listen
 from retentiond.config.settings import Settings
-from retentiond.engine.cleaner import RoundResult
+from retentiond.engine.cleaner import Cleaner, RoundResult
 from retentiond.engine.kind import RoundPlan
 from retentiond.observe.metrics import RetentionMetrics
 from retentiond.observe.server import MetricsServer, PasswordFile, TlsFiles
-
-if TYPE_CHECKING:
-    from retentiond.daemon.service import Daemon
 
 log = structlog.get_logger("retentiond.metrics")
 
@@ -89,22 +87,39 @@ class EndpointCollector(Collector):
         yield errors
 
 
+class DaemonView(Protocol):
+    """What the metrics read of the running daemon, at scrape time."""
+
+    def settings_in_force(self) -> Settings:
+        """The settings of the last applied reload (the metrics' labels follow them)."""
+        ...
+
+    def status(self) -> dict[str, object]:
+        """The status document (``retentiond status --json``)."""
+        ...
+
+    def control_state(self) -> dict[str, object] | None:
+        """The control socket's listener state (up, restarts, failed clients)."""
+        ...
+
+
 class DaemonMetrics:
-    def __init__(self, daemon: Daemon) -> None:
+    def __init__(self, daemon: DaemonView, cleaner: Cleaner) -> None:
         # `_created` samples double the series count and no dashboard or rule here uses them.
         disable_created_metrics()
-        state = daemon.state
         self.metrics = RetentionMetrics(
-            state.settings, current_settings=lambda: state.settings, status=daemon.status
+            daemon.settings_in_force(),
+            current_settings=daemon.settings_in_force,
+            status=daemon.status,
         )
-        self.metrics.watch(daemon.cleaner)
+        self.metrics.watch(cleaner)
         self.server: MetricsServer | None = None
         self._retry: threading.Thread | None = None
         self._stopped = threading.Event()
         self.metrics.registry.register(
             EndpointCollector(
                 lambda: {
-                    "control": daemon.control.state,
+                    "control": daemon.control_state(),
                     "metrics": self.server.state if self.server is not None else None,
                 }
             )

@@ -30,6 +30,7 @@ from retentiond import __version__
 from retentiond.config.settings import Settings
 from retentiond.engine.figures import StoreStats
 from retentiond.engine.kind import StoreKind
+from retentiond.kinds import VOICES
 
 log = structlog.get_logger("retentiond.metrics")
 
@@ -39,10 +40,6 @@ RELOAD_RESULTS = ("applied", "unchanged", "refused")
 
 def _g(name: str, doc: str, labels: list[str] | None = None) -> GaugeMetricFamily:
     return GaugeMetricFamily(name, doc, labels=[*BASE, *(labels or [])])
-
-
-def _fraction(value: float) -> str:
-    return f"{value:g}"
 
 
 class MetricsState(Protocol):
@@ -230,28 +227,20 @@ class LiveCollector(Collector):
         yield from (pending, hung, manual, reloads, last_ok, plan_only)
 
     # ---- configuration and build --------------------------------------------------------
-    @staticmethod
-    def _config_families() -> tuple[GaugeMetricFamily, ...]:
+    def _info_columns(self) -> tuple[str, ...]:
+        """``retentiond_config_info``'s labels after the hash: every kind's, in the order the
+        kinds list them, so the columns are the same whichever kind a daemon cleans."""
+        names: dict[str, None] = {}
+        for voice in (*VOICES, self.metrics.kind):
+            names.update(dict.fromkeys(voice.info_label_names))
+        return tuple(names)
+
+    def _config_families(self) -> tuple[GaugeMetricFamily, ...]:
         return (
             _g(
                 "retentiond_config_info",
                 "Always 1; the labels are the hash and the key settings in force.",
-                [
-                    "config_hash",
-                    "file_reserved_time_hours",
-                    "delete_when",
-                    "timezone",
-                    "disk_max_used_space_ratio",
-                    "disk_space_clean_forcibly_ratio",
-                    "disk_space_warning_level_ratio",
-                    "clean_file_forcibly_enable",
-                    "delete_file_batch_max",
-                    "clean_resource_interval_ms",
-                    "dry_run",
-                    "log_retention_ms",
-                    "log_retention_bytes",
-                    "log_cleanup_policy",
-                ],
+                ["config_hash", *self._info_columns()],
             ),
             _g(
                 "retentiond_store_info",
@@ -276,48 +265,28 @@ class LiveCollector(Collector):
     def _config(self, settings: Settings, now_s: float) -> Iterator[Metric]:
         info, store, build, reserved, interval = self._config_families()
         base = list(self.metrics.base)
-        s = settings
-        info.add_metric([*base, s.config_hash, *_info_labels(s)], 1.0)
-        store.add_metric([*base, settings.store.kind_name], 1.0)
+        kind = self.metrics.kind
+        labels = self._info_labels(settings)
+        info.add_metric([*base, settings.config_hash, *labels], 1.0)
+        store.add_metric([*base, kind.name], 1.0)
         build.add_metric([*base, __version__, platform.python_version()], 1.0)
-        if hasattr(
-            s.store, "file_reserved_time_hours"
-        ):  # fileReservedTime is RocketMQ's; Kafka's retention is per topic
-            reserved.add_metric(base, s.store.file_reserved_time_hours * 3600.0)
-        interval.add_metric(base, s.round_interval_ms / 1000)
+        reserved_s = kind.reserved_time_s(settings)
+        if reserved_s is not None:  # RocketMQ's fileReservedTime; Kafka's is per topic
+            reserved.add_metric(base, reserved_s)
+        interval.add_metric(base, kind.cadence(settings).round_interval_ms / 1000)
         yield from (info, store, build, reserved, interval)
 
-
-def _info_labels(s: Settings) -> list[str]:
-    """``retentiond_config_info``'s values after the hash. Each kind fills the labels of its
-    own keys and leaves the other kind's empty (an empty label is an absent one to
-    Prometheus), so a Kafka daemon does not show RocketMQ defaults it never applies."""
-    common_tail = [str(s.round_interval_ms), str(s.daemon.dry_run).lower()]
-    defaults = getattr(s.store, "defaults", None)  # a Kafka broker's topic defaults
-    if defaults is None:
-        return [
-            str(s.store.file_reserved_time_hours),
-            s.store.delete_when,
-            s.daemon.timezone or "local",
-            _fraction(s.store.disk_max_used_ratio_fraction),
-            _fraction(s.store.disk_space_clean_forcibly_ratio),
-            _fraction(s.store.disk_space_warning_level_ratio),
-            str(s.store.clean_file_forcibly_enable).lower(),
-            str(s.store.delete_file_batch_max),
-            *common_tail,
-            "",
-            "",
-            "",
-        ]
-    retention = [
-        str(defaults.retention_ms),
-        str(defaults.retention_bytes),
-        ",".join(sorted(defaults.cleanup_policy)),
-    ]
-    return [
-        *([""] * 2),
-        s.daemon.timezone or "local",
-        *([""] * 5),
-        *common_tail,
-        *retention,
-    ]
+    def _info_labels(self, settings: Settings) -> list[str]:
+        """``retentiond_config_info``'s values after the hash. The kind fills the labels of
+        its own keys and leaves the other kinds' empty (an empty label is an absent one to
+        Prometheus), so a Kafka daemon does not show RocketMQ defaults it never applies."""
+        kind = self.metrics.kind
+        own = set(kind.info_label_names)
+        values = {
+            "timezone": settings.daemon.timezone or "local",
+            "clean_resource_interval_ms": str(kind.cadence(settings).round_interval_ms),
+            "dry_run": str(settings.daemon.dry_run).lower(),
+        }
+        values = {k: v for k, v in values.items() if k in own}
+        values.update(kind.info_labels(settings))
+        return [values.get(name, "") for name in self._info_columns()]

@@ -7,9 +7,9 @@ globally leaks into ``/metrics``.
 Two kinds of numbers, updated in two different ways:
 
 * **Events** (counters, the round histogram, last-success timestamps) are updated from the
-  round thread: ``on_outcome`` for each file, called by the executor only after the journal has
-  the record (safety rule 4: the journal is the truth, a metric never runs ahead of it), and
-  ``round_done`` once per round.
+  round thread: ``on_outcome`` for each file, which the Cleaner's listeners hear only after the
+  journal has the record (safety rule 4: the journal is the truth, a metric never runs ahead
+  of it), and ``round_done`` once per round.
 * **State** (disk ratios, disk state, file counts and ages, pending and hung files, manual
   rounds, the configuration) is produced at scrape time by ``LiveCollector``
   (``observe/live.py``). It never waits for a round: the disk ratios are one ``statvfs`` per
@@ -40,7 +40,7 @@ from prometheus_client import (
 )
 
 from retentiond.config.settings import Settings
-from retentiond.engine.cleaner import Cleaner, RoundResult
+from retentiond.engine.cleaner import Cleaner, RoundListener, RoundResult
 from retentiond.engine.execute import Outcome
 from retentiond.engine.figures import StoreStats
 from retentiond.engine.kind import RoundPlan, StoreKind
@@ -48,7 +48,7 @@ from retentiond.engine.owner import OwnerReport
 from retentiond.kinds import kind_for
 from retentiond.observe.live import LiveCollector
 from retentiond.observe.owner_metrics import OwnerCollector
-from retentiond.reasons import FORCED_REASONS
+from retentiond.reasons import FORCED_REASONS, Cause
 
 log = structlog.get_logger("retentiond.metrics")
 
@@ -56,11 +56,9 @@ BASE_LABELS = ("cluster", "broker")
 # From a quiet round (milliseconds) to a CommitLog pass pacing 10 deletions at the default
 # 100 ms, to a cold walk of 100,000 consume queues.
 ROUND_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600)
-# Outcome causes that are not failures: the file went away by itself, which is what we wanted.
-NOT_A_FAILURE = frozenset({"gone"})
-# Causes known today (execute.Outcome.cause); their series exist from the start, at 0, so that
-# increase() sees the first failure. A new cause simply appears when it first happens.
-KNOWN_FAILURE_CAUSES = ("changed", "unlink_failed", "containment", "journal")
+# Failure causes whose series exist from the start, at 0, so that increase() sees the first
+# failure (``gone`` is not a failure). Another cause simply appears when it first happens.
+KNOWN_FAILURE_CAUSES = (Cause.CHANGED, Cause.UNLINK_FAILED, Cause.CONTAINMENT, Cause.JOURNAL)
 
 StatusFn = Callable[[], Mapping[str, object]]
 
@@ -156,7 +154,7 @@ class RetentionMetrics:
             self.deleted_bytes.labels(*self.base, kind.value, reason.value)
         for kind in self.kind.file_kinds:
             for cause in KNOWN_FAILURE_CAUSES:
-                self.delete_failures.labels(*self.base, kind.value, cause)
+                self.delete_failures.labels(*self.base, kind.value, cause.value)
         started = self.clock_s()
         for cleaner in self.kind.phases:  # RocketMQ: its two services; one round runs both
             self.round_duration.labels(*self.base, cleaner)
@@ -164,28 +162,13 @@ class RetentionMetrics:
 
     # ---- wiring -------------------------------------------------------------------------
     def watch(self, cleaner: Cleaner) -> None:
-        """Feed on ``cleaner``: its file outcomes, and when each part of its rounds runs.
-
-        ``on_outcome`` is chained after whatever the cleaner already calls (the daemon's
-        state). The round's split into the CommitLog part and the ConsumeQueue/index part is
-        timed by marking ``run_round`` and the start of queue planning (``_plan_queues``):
-        RoundResult carries only the total. tests/observe/test_metrics.py checks the split, so a
-        refactor of the cleaner that moves these seams fails there rather than silently.
-        """
-        previous = cleaner.on_outcome
-
-        def on_outcome(outcome: Outcome) -> None:
-            if previous is not None:
-                previous(outcome)
-            try:
-                self.on_outcome(outcome)
-            except Exception:  # a metrics bug must never break a round mid-way
-                log.exception("metrics: cannot count an outcome")
-
-        cleaner.on_outcome = on_outcome
+        """Feed on ``cleaner``: its file outcomes, and when each phase of its rounds starts
+        (RoundResult carries only the total; the split is timed from the round's start, the
+        kind's phase marks and its end). The figures follow the cleaner's kind from now on."""
         self.kind = cleaner.kind
         self.owner = cleaner.owner_report
-        self._phase.watch(cleaner)
+        self._phase.follow(cleaner.kind.phases)
+        cleaner.add_listener(_Listener(self))
 
     # ---- events (round thread) ----------------------------------------------------------
     def on_outcome(self, outcome: Outcome) -> None:
@@ -199,7 +182,7 @@ class RetentionMetrics:
             self.deleted_bytes.labels(*self.base, kind, reason).inc(size)
             if d.reason in FORCED_REASONS:
                 self.forced_deletions.labels(*self.base).inc()
-        elif outcome.cause not in NOT_A_FAILURE:
+        elif outcome.cause != Cause.GONE:  # gone by itself: what was wanted
             self.delete_failures.labels(*self.base, kind, outcome.cause or "unknown").inc()
 
     def observe_plan(self, plan: RoundPlan) -> None:
@@ -221,6 +204,25 @@ class RetentionMetrics:
             self.last_success.labels(*self.base, phase).set(now)
 
 
+class _Listener(RoundListener):
+    """What ``RetentionMetrics`` hears of a cleaner's rounds."""
+
+    def __init__(self, metrics: RetentionMetrics) -> None:
+        self.metrics = metrics
+
+    def round_started(self) -> None:
+        self.metrics._phase.start()
+
+    def phase_started(self, phase: str) -> None:
+        self.metrics._phase.mark(phase)
+
+    def file_done(self, outcome: Outcome) -> None:
+        self.metrics.on_outcome(outcome)
+
+    def round_ended(self) -> None:
+        self.metrics._phase.end()
+
+
 class _PhaseClock:
     """Monotonic marks around a round: its start, the start of each later phase, its end.
 
@@ -236,30 +238,25 @@ class _PhaseClock:
         self._marks: list[tuple[str, float]] = []
         self._end: float | None = None
 
-    def watch(self, cleaner: Cleaner) -> None:
-        run_round = cleaner.run_round
-        self._phases = cleaner.kind.phases
+    def follow(self, phases: tuple[str, ...]) -> None:
+        self._phases = phases
 
-        def timed_round(*args, **kwargs):  # type: ignore[no-untyped-def]
-            with self._lock:
-                self._start, self._marks, self._end = time.monotonic(), [], None
-                self._thread = threading.get_ident()
-            try:
-                return run_round(*args, **kwargs)
-            finally:
-                with self._lock:
-                    self._end = time.monotonic()
+    def start(self) -> None:
+        with self._lock:
+            self._start, self._marks, self._end = time.monotonic(), [], None
+            self._thread = threading.get_ident()
 
-        def mark(phase: str) -> None:
-            with self._lock:
-                in_round = self._thread == threading.get_ident() and self._end is None
-                first = phase == self._phases[0]
-                seen = any(p == phase for p, _ in self._marks)
-                if self._start is not None and in_round and not first and not seen:
-                    self._marks.append((phase, time.monotonic()))
+    def end(self) -> None:
+        with self._lock:
+            self._end = time.monotonic()
 
-        cleaner.run_round = timed_round  # type: ignore[method-assign]
-        cleaner.on_phase = mark
+    def mark(self, phase: str) -> None:
+        with self._lock:
+            in_round = self._thread == threading.get_ident() and self._end is None
+            first = phase == self._phases[0]
+            seen = any(p == phase for p, _ in self._marks)
+            if self._start is not None and in_round and not first and not seen:
+                self._marks.append((phase, time.monotonic()))
 
     def split(self, total_s: float) -> dict[str, float]:
         """Seconds per phase for the round that just ended (``total_s`` if unwatched)."""

@@ -243,10 +243,11 @@ def test_unreadable_processes_are_named_once_in_a_warning(tmp_path: Path) -> Non
     warning = said[0]
     assert warning["level"] == "warning"
     assert warning["unreadable_count"] == 1
-    ((named),) = warning["unreadable"]
-    assert named.startswith(f"pid {other.pid} (root): {marker} -c import ctypes")
-    assert "1 process(es) cannot be looked into" in warning["event"]
-    assert "Deletions go on" in warning["event"] and "forcible interval" in warning["event"]
+    text = warning["event"]
+    assert f"1 process cannot be looked into (pid {other.pid} (root): {marker} -c import" in text
+    assert "Deletions go on" in text and "forcible interval" in text
+    # root without CAP_SYS_PTRACE: the remedy is that capability, never "run as root"
+    assert "without CAP_SYS_PTRACE" in text and "Run retentiond as root" not in text
 
 
 def test_the_unreadable_warning_in_process_names_what_this_machine_hides() -> None:
@@ -260,8 +261,8 @@ def test_the_unreadable_warning_in_process_names_what_this_machine_hides() -> No
     said = [e for e in logs if e["event"].startswith("cannot see every process")]
     assert len(said) == (0 if hm.complete else 1)
     assert all(e["log_level"] == "warning" for e in said)
-    for pid, text in zip(hm.unreadable, said[0]["unreadable"] if said else [], strict=False):
-        assert text.startswith(f"pid {pid} (")
+    for pid in hm.unreadable[:10]:
+        assert f"pid {pid} (" in said[0]["event"]
 
 
 def test_reading_the_limit_does_not_touch_our_own(store: Path) -> None:

@@ -163,6 +163,13 @@ def test_an_immutable_file_is_retried_with_backoff_not_every_round(
         said = log_lines(log, "unlink refused: the file is kept and retried with backoff")
         after = len(journal_records(journal, "abort"))
         assert before <= len(said) <= after  # an attempt may land between the two reads
+        # ... and nothing else says it: no "not deleted" beside it, no "file still not
+        # deleted" from the hung-file pass (at start-up or after).
+        about = [
+            e for e in map(json.loads, filter(None, log.read_text().splitlines()))
+            if e.get("file") == str(first)
+        ]  # fmt: skip
+        assert {e["event"] for e in about} == {said[0]["event"]}, about
 
         # The fault ends: the file goes on the first round after its backoff has passed.
         # The time that attempt is due must be known before the attribute is cleared (a

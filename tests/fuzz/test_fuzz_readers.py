@@ -86,6 +86,7 @@ def test_name_and_proc_parsers_take_anything(raw: bytes, line: bytes) -> None:
     assert offset is None or (0 <= offset <= MAX_OFFSET and len(name) == 20)
     queue_id = parse_queue_id(name)
     assert queue_id is None or -(1 << 31) <= queue_id < (1 << 31)
+    assert queue_id is None or str(queue_id) == name  # the broker opens <topic>/<the int>
     assert is_index_name(name) == (len(name) == 17 and name.isascii() and name.isdigit())
     text = line.decode("latin-1")
     parsed = parse_lock_line(text)

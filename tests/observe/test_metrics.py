@@ -19,7 +19,7 @@ from prometheus_client import REGISTRY, CollectorRegistry, generate_latest
 
 from retentiond.config.settings import Settings
 from retentiond.daemon.state import DaemonState
-from retentiond.engine.cleaner import Cleaner
+from retentiond.engine.cleaner import Cleaner, RoundListener
 from retentiond.engine.decision import Decision
 from retentiond.engine.execute import Outcome
 from retentiond.journal.writer import Journal, Origin
@@ -51,10 +51,10 @@ class Rig:
         self.journal_dir = made.journal
         origin = Origin(CLUSTER, BROKER, "host", str(self.store.root))
         self.journal = Journal(self.journal_dir, origin)
-        self.state = DaemonState(config, self.settings)
-        self.cleaner = Cleaner(
-            kind_for(self.settings), journal=self.journal, on_outcome=self.state.record_outcome
-        )
+        kind = kind_for(self.settings)
+        self.state = DaemonState(config, self.settings, kind)
+        self.cleaner = Cleaner(kind, journal=self.journal)
+        self.cleaner.add_listener(self.state)
         self.registry = CollectorRegistry()
         self.metrics = RetentionMetrics(self.settings, registry=self.registry, status=self.status)
         self.metrics.watch(self.cleaner)
@@ -180,8 +180,6 @@ def test_metrics_follow_the_journal_not_the_plan(rig, monkeypatch) -> None:
             seen.append((counted or 0, len(journaled)))
 
     monkeypatch.setattr(r.metrics, "on_outcome", checking)
-    r.cleaner.on_outcome = None
-    r.metrics.watch(r.cleaner)
     r.round()
     assert seen and all(journaled == 1 for _, journaled in seen)
 
@@ -347,7 +345,7 @@ def test_reloads_hung_files_and_manual_rounds_come_from_the_status(rig) -> None:
 
     held = r.store.commitlog_files[0].path
     d = Decision(Kind.COMMITLOG, str(held), Verdict.DELETE, Reason.EXPIRED)
-    r.state.record_outcome(Outcome(d, False, "unlink: EBUSY", "unlink_failed"))
+    r.state.file_done(Outcome(d, False, "unlink: EBUSY", "unlink_failed"))
     assert r.value("retentiond_hung_files") == 1
 
     assert r.value("retentiond_manual_rounds_remaining") == 0
@@ -389,14 +387,13 @@ def test_each_instance_has_its_own_registry_and_the_default_one_stays_clean(rig)
 def test_a_scrape_does_not_wait_for_a_running_round(rig) -> None:
     r = rig(fileReservedTime=72, deleteFileBatchMax=3)
     inside, release = threading.Event(), threading.Event()
-    inner = r.cleaner.on_outcome
 
-    def blocking(outcome: Outcome) -> None:
-        inner(outcome)
-        inside.set()
-        release.wait(10)
+    class Blocking(RoundListener):
+        def file_done(self, outcome: Outcome) -> None:
+            inside.set()
+            release.wait(10)
 
-    r.cleaner.on_outcome = blocking
+    r.cleaner.add_listener(Blocking())
     worker = threading.Thread(target=r.round)
     worker.start()
     try:

@@ -23,11 +23,12 @@ from retentiond.engine.disk import measure_path
 from retentiond.engine.execute import Run, open_dir_below
 from retentiond.engine.figures import DiskFigures, KindStats, StoreStats
 from retentiond.engine.holds import HeldFile
+from retentiond.engine.kind import Cadence, StatusDoc
 from retentiond.engine.owner import BrokerMain
 from retentiond.engine.rollup import IdleView
 from retentiond.engine.round import Round
 from retentiond.kinds.kafka import formats as fm
-from retentiond.kinds.kafka.config import KafkaServer
+from retentiond.kinds.kafka.config import KafkaServer, broker_retention
 from retentiond.kinds.kafka.metadata import METADATA_PARTITION_DIR, MetadataError, read_metadata
 from retentiond.kinds.kafka.offline import (
     LogDirLock,
@@ -40,6 +41,7 @@ from retentiond.kinds.kafka.offline import (
 from retentiond.kinds.kafka.plan import KafkaPlan, LogDirPlan
 from retentiond.kinds.kafka.policy import TopicConfig, plan_partition
 from retentiond.kinds.kafka.scan import LogDirSnapshot, scan_log_dir
+from retentiond.kinds.kafka.voice import KafkaVoice
 from retentiond.reasons import KAFKA_DELETE_REASONS, Kind
 
 
@@ -63,8 +65,7 @@ class KafkaSnapshot:
     errors: tuple[str, ...]
 
 
-class Kafka:
-    name = "kafka"
+class Kafka(KafkaVoice):
     file_kinds = (Kind.KAFKA_SEGMENT,)
     phases = (Kind.KAFKA_SEGMENT.value,)
     deletion_series = tuple((Kind.KAFKA_SEGMENT, r) for r in sorted(KAFKA_DELETE_REASONS))
@@ -330,6 +331,44 @@ class Kafka:
 
     def phases_succeeded(self, plan: KafkaPlan) -> tuple[str, ...]:  # type: ignore[override]
         return () if plan.errors else self.phases
+
+    def cadence(self, settings: Settings[KafkaServer]) -> Cadence:
+        """log.retention.check.interval.ms; the retry interval is the default one."""
+        return Cadence(settings.round_interval_ms, settings.retry_interval_ms)
+
+    def status_settings(
+        self, settings: Settings[KafkaServer], scan: StatusDoc | None
+    ) -> dict[str, object]:
+        """Kafka has no hour of day and no disk states: both keys are null."""
+        return {"delete_when": None, "disk": None}
+
+    def log_fields(self, scan: StatusDoc, manual_rounds_left: int) -> dict[str, object]:
+        """What the scan reported (its plan-only log dirs), the verdict counts left out."""
+        return {k: v for k, v in scan.items() if k != "reasons"}
+
+    def info_labels(self, settings: Settings[KafkaServer]) -> dict[str, str]:
+        """The broker-wide retention (a topic's own config may differ)."""
+        server = settings.store
+        try:
+            broker = broker_retention(server.broker_props, server.path)
+        except ValueError:  # validated at load; a scrape never fails on it anyway
+            return {}
+        return {
+            "log_retention_ms": str(broker.retention_ms),
+            "log_retention_bytes": str(broker.retention_bytes),
+            "log_cleanup_policy": ",".join(sorted(broker.cleanup_policy)),
+        }
+
+    def reserved_time_s(self, settings: Settings[KafkaServer]) -> float | None:
+        return None  # retention is per topic
+
+    def plan_only_notes(self, plan: KafkaPlan) -> list[str]:
+        """Nothing may go from a log dir while its broker runs: say so for each."""
+        return [
+            f"plan-only: {d}: another process (the broker) holds its .lock; "
+            "nothing was deleted there"
+            for d in plan.plan_only_dirs()
+        ]
 
     # ---- just before an unlink ----------------------------------------------------------
     def open_parent(self, decision: Decision) -> int:

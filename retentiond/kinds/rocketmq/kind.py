@@ -25,6 +25,7 @@ from retentiond.engine.decision import Decision
 from retentiond.engine.execute import Run, open_dir_below
 from retentiond.engine.figures import DiskFigures, StoreStats
 from retentiond.engine.holds import HeldFile
+from retentiond.engine.kind import Cadence, RoundPlan, StatusDoc
 from retentiond.engine.owner import BrokerMain
 from retentiond.engine.rollup import IdleView
 from retentiond.engine.round import Round
@@ -42,6 +43,7 @@ from retentiond.kinds.rocketmq.report import render_plan
 from retentiond.kinds.rocketmq.scan import QueueLister, scan
 from retentiond.kinds.rocketmq.snapshot import Snapshot
 from retentiond.kinds.rocketmq.triggers import evaluate, hour_of_day
+from retentiond.kinds.rocketmq.voice import RocketMQVoice
 from retentiond.reasons import DELETE_REASONS, FORCED_REASONS, Kind, Reason, Verdict
 
 BELOW = Reason.BELOW_COMMITLOG_MIN_OFFSET
@@ -59,8 +61,7 @@ _IDLE_FLAGS = (
 )
 
 
-class RocketMQ:
-    name = "rocketmq"
+class RocketMQ(RocketMQVoice):
     file_kinds = (Kind.COMMITLOG, Kind.CONSUMEQUEUE, Kind.INDEX)
     phases = (Kind.COMMITLOG.value, Kind.CONSUMEQUEUE.value)  # the two cleaning services
     deletion_series = tuple(
@@ -183,6 +184,7 @@ class RocketMQ:
         if not rnd.executes and rnd.remembers:
             gate = max(gate, self.dry_run_min_offset)
         qp = QueuesPlan(cl.min_offset_after, gate, examined=False)
+        queue_errors: tuple[str, ...] = ()
         done = rnd.execute(commitlog_run(cl, s))
         if not rnd.halted:
             min_offset = actual_min_offset(cl, done) if rnd.executes else cl.min_offset_after
@@ -202,10 +204,15 @@ class RocketMQ:
                 )
             if qp.examined and rnd.remembers:
                 self.loaded_values = {}  # the memo now holds every queue's verified values
+            # Topic or queue directories the walk could not read: nothing under them was
+            # judged. The gate stays where it was, so the next round walks the queues again
+            # (and says so again) instead of skipping them until the minimum next moves.
+            queue_errors = tuple(f"{e.path}: {e.message}" for e in snapshot.queue_errors)
             qp = hold_queues(qp, rnd.hold)
-            if qp.examined and rnd.executes:
+            judged = qp.examined and not queue_errors
+            if judged and rnd.executes:
                 self.last_physical_min_offset = min_offset
-            elif qp.examined and rnd.remembers:
+            elif judged and rnd.remembers:
                 # A dry run remembers the minimum the real round would have acted on (the
                 # CommitLog as if its run had gone), so its next rounds skip the queues as a
                 # real daemon's would instead of re-reading every queue every round. It is
@@ -230,7 +237,8 @@ class RocketMQ:
             foreign=tuple(
                 (f.path, str(f.why)) for f in [*snapshot.foreign, *snapshot.queue_foreign]
             ),
-            errors=tuple(f"{e.path}: {e.message}" for e in snapshot.errors),
+            errors=(*(f"{e.path}: {e.message}" for e in snapshot.errors), *queue_errors),
+            queue_errors=queue_errors,
             manual=rnd.manual,
             dry_run=not rnd.executes,
         )
@@ -342,6 +350,61 @@ class RocketMQ:
         if plan.commitlog.triggers.error is None:
             return self.phases
         return (Kind.CONSUMEQUEUE.value,)
+
+    def cadence(self, settings: Settings[RocketMQStore]) -> Cadence:
+        """cleanResourceInterval; redeleteHangedFileInterval."""
+        return Cadence(settings.round_interval_ms, settings.retry_interval_ms)
+
+    def status_settings(
+        self, settings: Settings[RocketMQStore], scan: StatusDoc | None
+    ) -> dict[str, object]:
+        """deleteWhen, and the disk: the last scan's ratios against the thresholds in force."""
+        triggers = (scan or {}).get("triggers")
+        t = triggers if isinstance(triggers, Mapping) else {}
+        return {
+            "delete_when": settings.store.delete_when,
+            "disk": {
+                "commitlog_ratio": t.get("physic_ratio"),
+                "consumequeue_ratio": t.get("logics_ratio"),
+                "state": t.get("disk_state"),
+                "max_used_ratio": settings.store.disk_max_used_ratio_fraction,
+                "clean_forcibly_ratio": settings.store.disk_space_clean_forcibly_ratio,
+                "warning_level_ratio": settings.store.disk_space_warning_level_ratio,
+            },
+        }
+
+    def log_fields(self, scan: StatusDoc, manual_rounds_left: int) -> dict[str, object]:
+        """The triggers as evaluated, the CommitLog ratio, expired files left, manual rounds."""
+        triggers = scan.get("triggers")
+        t = triggers if isinstance(triggers, Mapping) else {}
+        return {
+            "fired": t.get("fired"),
+            "time_up": t.get("time_up"),
+            "usage_exceeds": t.get("usage_exceeds"),
+            "manual": t.get("manual"),
+            "disk_ratio": t.get("physic_ratio"),
+            "pending_expired": scan.get("pending_expired"),
+            "manual_rounds_left": manual_rounds_left,
+        }
+
+    def info_labels(self, settings: Settings[RocketMQStore]) -> dict[str, str]:
+        s = settings
+        return {
+            "file_reserved_time_hours": str(s.store.file_reserved_time_hours),
+            "delete_when": s.store.delete_when,
+            "disk_max_used_space_ratio": f"{s.store.disk_max_used_ratio_fraction:g}",
+            "disk_space_clean_forcibly_ratio": f"{s.store.disk_space_clean_forcibly_ratio:g}",
+            "disk_space_warning_level_ratio": f"{s.store.disk_space_warning_level_ratio:g}",
+            "clean_file_forcibly_enable": str(s.store.clean_file_forcibly_enable).lower(),
+            "delete_file_batch_max": str(s.store.delete_file_batch_max),
+        }
+
+    def reserved_time_s(self, settings: Settings[RocketMQStore]) -> float | None:
+        """fileReservedTime."""
+        return settings.store.file_reserved_time_hours * 3600.0
+
+    def plan_only_notes(self, plan: RoundPlan) -> list[str]:
+        return []  # a RocketMQ round deletes beside a running broker, as the broker would
 
     # ---- just before an unlink ----------------------------------------------------------
     def open_parent(self, decision: Decision) -> int:

@@ -229,6 +229,9 @@ class Plan:
     manual: bool = False
     dry_run: bool = True
     extra: dict[str, object] = field(default_factory=dict)
+    # Those of ``errors`` found walking ``consumequeue/``: each names a topic or queue
+    # directory that could not be read, and covers only it (the rest of the round went on).
+    queue_errors: tuple[str, ...] = ()
 
     # ---- engine.kind.RoundPlan ----------------------------------------------------------
     def decisions(self) -> Iterator[Decision]:

@@ -105,7 +105,8 @@ def render_plan(plan: Plan, *, all_queue_files: bool = False) -> str:
         f"state={t.disk_state}",
     ]
     for err in [*plan.errors, *([t.error] if t.error else [])]:
-        out.append(f"ERROR: {err} (nothing is deleted from this store)")
+        scope = "under it" if err in plan.queue_errors else "from this store"
+        out.append(f"ERROR: {err} (nothing is deleted {scope})")
     out.append("")
     out.append("CommitLog")
     out.extend(_table(_rows(plan.commitlog.decisions, plan.now_ms)))

@@ -133,6 +133,9 @@ DIR_KEY = struct.Struct("=qqQQ")
 # symlink, never inherited by a child process.
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC | getattr(os, "O_PATH", 0)
 _GONE_OR_NOT_A_DIR = {errno.ENOENT, errno.ENOTDIR, errno.ELOOP}
+# A topic or queue directory that vanished (or was replaced by a file) since its parent was
+# listed is simply not there this round; any other failure to stat or list it is a store error.
+_GONE = {errno.ENOENT, errno.ENOTDIR}
 _MAX_OFFSET_NAME = "09223372036854775807"  # Long.MAX_VALUE, 20 digits
 _RACY_NS = 1_000_000_000  # a directory changed this close to its listing is listed again
 
@@ -186,18 +189,21 @@ class QueueLister:
         self.listed = 0  # directories actually read in the last walk (benchmarks, tests)
         self.queues_listed = 0  # of which queue directories (what the scan cache holds)
 
-    @staticmethod
-    def _stat(path: str) -> os.stat_result | None:
+    def _children(
+        self, path: str, foreign: list[ForeignEntry], errors: list[StoreError] | None, what: str,
+        follow: bool = False,
+    ):  # fmt: skip
+        """Subdirectories as (name, queue id or None); the rest is foreign. A directory that
+        cannot be stat-ed or listed (other than one gone since its parent was listed) is a
+        store error naming it (``what``: which directory it is): none of it is judged.
+        ``follow``: the directory may be a symlink (``consumequeue/`` as configured), and the
+        listing is remembered under its target's identity, which a new entry changes."""
         try:
-            return os.stat(path, follow_symlinks=False)
-        except OSError:
-            return None
-
-    def _children(self, path: str, foreign: list[ForeignEntry]):
-        """Subdirectories as (name, queue id or None); the rest is foreign."""
-        st = self._stat(path)
-        if st is None:
+            st = os.stat(path, follow_symlinks=follow)
+        except OSError as exc:
             self._parents.pop(path, None)
+            if exc.errno not in _GONE and errors is not None:
+                errors.append(StoreError(path, f"cannot stat the {what}: {exc.strerror}"))
             return ()
         key = (st.st_mtime_ns, st.st_ctime_ns, st.st_ino)
         cached = self._parents.get(path)
@@ -217,8 +223,10 @@ class QueueLister:
                     else:
                         why = _classify(entry) or ForeignWhy.NAME
                         strangers.append(ForeignEntry(entry.path, why))
-        except OSError:
+        except OSError as exc:
             self._parents.pop(path, None)
+            if exc.errno not in _GONE and errors is not None:
+                errors.append(StoreError(path, f"cannot list the {what}: {exc.strerror}"))
             return ()
         foreign.extend(strangers)
         result = tuple(children)
@@ -230,15 +238,18 @@ class QueueLister:
 
     def _list_queue(
         self, path: str, st: os.stat_result, key: bytes, topic: str, queue_id: int,
-        foreign: list[ForeignEntry],
+        foreign: list[ForeignEntry], errors: list[StoreError] | None,
     ) -> QueueListing | None:  # fmt: skip
         listed_at = time.time_ns()
         self.listed += 1
         self.queues_listed += 1
         try:
             names, strangers = _list_dir(path, foreign)
-        except OSError:
+        except OSError as exc:
             self._queues.pop(path, None)
+            if exc.errno not in _GONE and errors is not None:
+                msg = f"cannot list the queue directory: {exc.strerror}"
+                errors.append(StoreError(path, msg))
             return None
         t = (*names,)
         t = self._names.setdefault(t, t)  # queues with the same file names share one tuple
@@ -272,9 +283,16 @@ class QueueLister:
         self._queues.update(entries)
 
     def iter_queues(
-        self, consumequeue_dir: str, foreign: list[ForeignEntry]
+        self,
+        consumequeue_dir: str,
+        foreign: list[ForeignEntry],
+        errors: list[StoreError] | None = None,
     ) -> Iterator[QueueListing]:
         """Every ``topic/queueId`` directory with its file names; files are not stat-ed.
+
+        A directory only the broker reads is a queue: one whose name is the decimal form of
+        its id (``parse_queue_id``); any other is foreign. A directory that cannot be stat-ed
+        or listed is added to ``errors`` (``StoreError``) and nothing under it is yielded.
 
         The loop is written out (one stat and one dict lookup per queue directory on the
         common path) because it runs over every queue of the store.
@@ -285,9 +303,12 @@ class QueueLister:
         get = queues.get
         pack = DIR_KEY.pack
         stat = os.stat
-        for topic, _ in self._children(consumequeue_dir, foreign):
+        cq_children = self._children(
+            consumequeue_dir, foreign, errors, "consumequeue directory", follow=True
+        )
+        for topic, _ in cq_children:
             topic_path = f"{consumequeue_dir}/{topic}"
-            children = self._children(topic_path, foreign)
+            children = self._children(topic_path, foreign, errors, "topic directory")
             if not children:
                 continue
             # Each queue directory is stat-ed relative to its topic's: the kernel walks one
@@ -312,8 +333,11 @@ class QueueLister:
                             st = stat(name, dir_fd=topic_fd, follow_symlinks=False)
                         else:
                             st = stat(path, follow_symlinks=False)
-                    except OSError:
+                    except OSError as exc:
                         queues.pop(path, None)
+                        if exc.errno not in _GONE and errors is not None:
+                            msg = f"cannot stat the queue directory: {exc.strerror}"
+                            errors.append(StoreError(path, msg))
                         continue
                     key = pack(st.st_mtime_ns, st.st_ctime_ns, st.st_ino, st.st_dev)
                     listing = get(path)
@@ -323,7 +347,7 @@ class QueueLister:
                         if listing.names:
                             yield listing
                         continue
-                    listing = self._list_queue(path, st, key, topic, queue_id, foreign)
+                    listing = self._list_queue(path, st, key, topic, queue_id, foreign, errors)
                     if listing is not None:
                         yield listing
             finally:
@@ -332,18 +356,36 @@ class QueueLister:
         self._names = {}  # the listings share their tuples now: nothing more to keep
 
 
-def iter_queues(consumequeue_dir: str, foreign: list[ForeignEntry]) -> Iterator[QueueListing]:
+def iter_queues(
+    consumequeue_dir: str,
+    foreign: list[ForeignEntry],
+    errors: list[StoreError] | None = None,
+) -> Iterator[QueueListing]:
     """A one-off listing (no cache carried between calls)."""
-    return QueueLister().iter_queues(consumequeue_dir, foreign)
+    return QueueLister().iter_queues(consumequeue_dir, foreign, errors)
 
 
-def _has_entries(path: str) -> bool:
-    """Whether a directory has any entry (reads one; cheap even with 100k topics)."""
+def _has_entries(path: str, errors: list[StoreError]) -> bool:
+    """Whether ``consumequeue/`` has any entry (reads one; cheap even with 100k topics). One
+    that exists but cannot be listed, or searched (its first entry stat-ed), is a store error,
+    as an unreadable ``index/`` is."""
     try:
         with os.scandir(path) as entries:
-            return next(entries, None) is not None
-    except OSError:
+            first = next(entries, None)
+    except (FileNotFoundError, NotADirectoryError):
+        return False  # a store without ConsumeQueue files
+    except OSError as exc:
+        errors.append(StoreError(path, f"cannot list the consumequeue directory: {exc.strerror}"))
         return False
+    if first is None:
+        return False
+    try:
+        first.stat(follow_symlinks=False)
+    except FileNotFoundError:
+        pass  # gone since it was listed
+    except OSError as exc:
+        errors.append(StoreError(path, f"cannot search the consumequeue directory: {exc.strerror}"))
+    return True
 
 
 def scan(
@@ -361,7 +403,8 @@ def scan(
     index_dir = str(settings.store.index_dir)
     index = _scan_index(index_dir, foreign, errors)
     cq_dir = str(settings.store.consumequeue_dir)
-    if not commitlog and not errors and (index or _has_entries(cq_dir)):
+    has_queues = _has_entries(cq_dir, errors)
+    if not commitlog and not errors and (index or has_queues):
         # The broker never deletes its last CommitLog file, so an empty CommitLog beside
         # ConsumeQueue or index files is a disk that is not mounted (an empty mount point).
         errors.append(
@@ -372,6 +415,7 @@ def scan(
             )
         )
     queue_foreign: list[ForeignEntry] = []
+    queue_errors: list[StoreError] = []
     return Snapshot(
         root=root,
         commitlog=commitlog,
@@ -381,6 +425,9 @@ def scan(
         foreign=tuple(foreign),
         errors=tuple(errors),
         taken_at_ms=now_ms if now_ms is not None else time.time_ns() // 1_000_000,
-        list_queues=lambda: (lister or QueueLister()).iter_queues(cq_dir, queue_foreign),
+        list_queues=lambda: (lister or QueueLister()).iter_queues(
+            cq_dir, queue_foreign, queue_errors
+        ),
         queue_foreign=queue_foreign,
+        queue_errors=queue_errors,
     )

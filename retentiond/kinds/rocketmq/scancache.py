@@ -309,7 +309,10 @@ def _parse(raw: bytes, consumequeue_dir: str, cq_file_size: int) -> Loaded | Non
     pos += _HEADER.size
     cq = body[pos : pos + n_cq].decode("utf-8", "surrogateescape")
     pos += n_cq
-    table = body[pos : pos + n_table].decode("utf-8", "surrogateescape").split("/")
+    # No name at all (a store without queues) is written as an empty table, not one ''.
+    table = (
+        body[pos : pos + n_table].decode("utf-8", "surrogateescape").split("/") if n_table else []
+    )
     pos += n_table
     if cq != consumequeue_dir or size != cq_file_size:
         raise ValueError(f"a cache of another store ({cq!r}, file size {size})")
@@ -367,7 +370,7 @@ def _parse(raw: bytes, consumequeue_dir: str, cq_file_size: int) -> Loaded | Non
     for t, d, queue_id, first, end in records:
         if dirnames.get(d) != queue_id:
             dirname = table[d]
-            if not (dirname.lstrip("-").isdigit() and int(dirname) == queue_id):
+            if parse_queue_id(dirname) != queue_id:  # only the scan's queues are written
                 raise ValueError(f"bad queue entry {table[t]!r}/{dirname!r}")
             dirnames[d] = queue_id
         key = body[key_at : key_at + 32]

@@ -88,6 +88,9 @@ class Snapshot:
     list_queues: Callable[[], Iterator[QueueListing]] = field(repr=False, compare=False)
     # Filled by list_queues() as it walks; read after iteration for reporting.
     queue_foreign: list[ForeignEntry] = field(default_factory=list, repr=False, compare=False)
+    # Topic and queue directories the walk could not stat or list, also filled as it walks:
+    # store errors that cover only the directory they name (nothing under it was listed).
+    queue_errors: list[StoreError] = field(default_factory=list, repr=False, compare=False)
 
     @property
     def commitlog_min_offset(self) -> int:

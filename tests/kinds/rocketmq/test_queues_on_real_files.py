@@ -158,6 +158,26 @@ def test_unchanged_directories_are_not_listed_again_and_changes_are_seen(tmp_pat
     assert not third[target.directory].unchanged
 
 
+def test_a_new_topic_is_seen_through_a_symlinked_consumequeue_directory(tmp_path):
+    """consumequeue/ may be a symlink to another disk (taken as configured): its listing is
+    remembered under the target directory's identity, so a topic created there is listed."""
+    from retentiond.kinds.rocketmq.scan import QueueLister
+
+    store = generate_store(tmp_path / "s", MANY_QUEUES)
+    real = tmp_path / "other-disk"
+    os.rename(store.root / "consumequeue", real)
+    os.symlink(real, store.root / "consumequeue")
+    _age_dirs(str(real))
+    os.utime(store.root / "consumequeue", (0, 0), follow_symlinks=False)
+    cq = str(store.root / "consumequeue")
+    lister = QueueLister()
+    first = {q.directory for q in lister.iter_queues(cq, [])}
+    (real / "NewTopic" / "0").mkdir(parents=True)
+    (real / "NewTopic" / "0" / f"{0:020d}").write_bytes(b"")
+    second = {q.directory for q in lister.iter_queues(cq, [])}
+    assert second == first | {f"{cq}/NewTopic/0"}
+
+
 def test_memoised_decisions_are_reused_only_while_still_right(tmp_path):
     from retentiond.kinds.rocketmq.scan import QueueLister
 
