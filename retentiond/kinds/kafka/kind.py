@@ -71,7 +71,7 @@ class Kafka(KafkaVoice):
     deletion_series = tuple((Kind.KAFKA_SEGMENT, r) for r in sorted(KAFKA_DELETE_REASONS))
 
     # Kafka's main class in ZooKeeper and KRaft mode alike.
-    brokers = (
+    brokers: tuple[BrokerMain, ...] = (
         BrokerMain("kafka", "a Kafka broker (kafka.Kafka)", classes=frozenset({"kafka.Kafka"})),
     )
 

@@ -114,10 +114,10 @@ def _coerce_fraction(spec: ConfigKey, raw: object, fmt: Format) -> float:
             raise Invalid(f"must be a fraction between {span}; did you mean {value / 100:.2f}?")
         raise Invalid(f"must be a fraction between {span} (broker.yaml takes 0.85, not 85)")
     if not lo <= value <= hi:
-        clamp = lo if value < lo else hi
+        bound = lo if value < lo else hi
         raise Invalid(
             f"must be a fraction between {span} "
-            f"(the broker would silently clamp it to {format_number(clamp)})"
+            f"(the broker would silently clamp it to {format_number(bound)})"
         )
     return value
 

@@ -73,7 +73,7 @@ class RocketMQ(RocketMQVoice):
 
     # The broker's main class by its last dotted part: 5.x also ships a container that runs
     # brokers in one JVM.
-    brokers = (
+    brokers: tuple[BrokerMain, ...] = (
         BrokerMain(
             "rocketmq",
             "a RocketMQ broker (BrokerStartup)",
