@@ -48,7 +48,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     watcher = ConfigWatcher(config)  # before loading: an edit in between is still a change
     settings = load_settings_or_exit(str(config))
     journal = open_journal(settings)  # opened even for dryRun: a reload may turn it off
-    return Daemon(config, settings, journal=journal, watcher=watcher).run()
+    daemon = Daemon(config, settings, journal=journal, watcher=watcher, dry_run=args.dry_run)
+    return daemon.run()
 
 
 def _ask(args: argparse.Namespace, command: str) -> dict[str, object] | None:
@@ -91,6 +92,12 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p = sub.add_parser("run", help="run the daemon: scheduled rounds, live reload, control socket")
     p.add_argument(
         "--config", required=True, help="broker.yaml, broker.conf or Kafka's server.properties"
+    )
+    p.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="plan and report every round, delete and journal nothing: retentiond.dryRun: true "
+        "for this run, whatever the file (and its reloads) say",
     )
     p.set_defaults(func=cmd_run)
 

@@ -29,7 +29,7 @@ from typing import Any
 import structlog
 import yaml
 
-from retentiond.config.settings import Settings
+from retentiond.config.settings import Settings, StoreSection
 from retentiond.observe.listener import ErrorCounts, keep_serving
 
 log = structlog.get_logger("retentiond.daemon.control")
@@ -65,7 +65,7 @@ def default_socket_path(config_path: Path, environ: Mapping[str, str] | None = N
     return DEFAULT_RUNTIME_DIR / config_path.stem / SOCKET_NAME
 
 
-def socket_path(settings: Settings, config_path: Path) -> Path:
+def socket_path(settings: Settings[StoreSection], config_path: Path) -> Path:
     if settings.daemon.control_socket is not None:
         return Path(settings.daemon.control_socket)
     return default_socket_path(config_path)

@@ -18,7 +18,7 @@ from pathlib import Path
 from retentiond.config.daemon import RESTART_KEYS as DAEMON_RESTART_KEYS
 from retentiond.config.diff import diff_settings, restart_keys
 from retentiond.config.problems import ConfigError
-from retentiond.config.settings import Settings
+from retentiond.config.settings import Settings, StoreSection
 from retentiond.kinds import load_settings
 
 POLL_INTERVAL_S = 2.0
@@ -77,7 +77,7 @@ def describe_change(key: str, old: object, new: object) -> str:
 @dataclass(frozen=True)
 class ReloadResult:
     trigger: str  # "SIGHUP" or "file changed"
-    settings: Settings | None  # the new settings; None when refused
+    settings: Settings[StoreSection] | None  # the new settings; None when refused
     changes: list[tuple[str, object, object]] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)
 
@@ -91,10 +91,10 @@ class ReloadResult:
 
 def check_reload(
     path: Path,
-    current: Settings,
+    current: Settings[StoreSection],
     trigger: str,
     *,
-    load: Callable[[Path], Settings] = load_settings,
+    load: Callable[[Path], Settings[StoreSection]] = load_settings,
 ) -> ReloadResult:
     """Load and validate ``path`` against the running ``current`` settings. Never raises: any
     failure, even an unexpected one, is a refused reload and the old settings stay."""

@@ -24,8 +24,8 @@ from retentiond.engine.execute import Outcome
 from retentiond.engine.holders import PROC, HolderMap, LockOwner, nobody_has_open
 from retentiond.engine.holds import HeldFile, HoldersOf, HoldIntervals
 from retentiond.engine.inuse import InUse
-from retentiond.engine.kind import StoreKind
-from retentiond.engine.owner import BrokerMain, OwnerReport, OwnerWatch
+from retentiond.engine.kind import AnyKind, BrokerMain
+from retentiond.engine.owner import OwnerReport, OwnerWatch
 
 log = structlog.get_logger("retentiond.guard")
 
@@ -57,11 +57,11 @@ class Guard:
         # the answer.
         self.unseen_holds = 0
 
-    def rules(self, kind: StoreKind) -> HoldIntervals:
+    def rules(self, kind: AnyKind) -> HoldIntervals:
         return self.hold_rules or kind.hold_intervals()
 
     # ---- per round ----------------------------------------------------------------------
-    def begin_round(self, kind: StoreKind) -> None:
+    def begin_round(self, kind: AnyKind) -> None:
         self.inuse.begin_round(kind.owner_lock())
         self.unseen_holds = 0
 
@@ -69,10 +69,10 @@ class Guard:
         """Read the owner's process figures (after ``begin_round``): once per round."""
         return self.owner_watch.refresh(self.inuse.owner)
 
-    def holder_map(self, kind: StoreKind, now_ms: int) -> HolderMap:
+    def holder_map(self, kind: AnyKind, now_ms: int) -> HolderMap:
         return self.inuse.holder_map(list(kind.directories()), now_ms)
 
-    def refresh_pending(self, kind: StoreKind, now_ms: int) -> None:
+    def refresh_pending(self, kind: AnyKind, now_ms: int) -> None:
         """Before the disk is judged: drop released files (only when some are pending)."""
         if self.inuse.has_pending():
             self.holder_map(kind, now_ms)
@@ -84,7 +84,7 @@ class Guard:
         dev = _device(usage.path)
         return usage if dev is None else adjusted(usage, self.inuse.pending_on(dev))
 
-    def holders_of(self, kind: StoreKind, now_ms: int) -> HoldersOf:
+    def holders_of(self, kind: AnyKind, now_ms: int) -> HoldersOf:
         """Other processes holding a planned file; None when that cannot be known.
 
         Visible holders other than the owner settle it. Otherwise a complete view (and a

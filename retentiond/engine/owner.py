@@ -20,32 +20,22 @@ user's broker without CAP_SYS_PTRACE: ``fd`` and ``maps`` are refused) is None a
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import TypeVar
 
 import psutil
 import structlog
 
 from retentiond.engine.holders import PROC, LockOwner
+from retentiond.engine.kind import BrokerMain
 from retentiond.engine.processes import procfs, same_pid_namespace, short_command
+
+T = TypeVar("T")
 
 log = structlog.get_logger("retentiond.owner")
 
 _CHUNK = 1 << 20
-
-
-@dataclass(frozen=True)
-class BrokerMain:
-    """How a store kind's broker process is told by its command line: the argument that is
-    its main class, as a whole (``classes``) or by its last dotted part (``simple_names``)."""
-
-    type: str  # what the owner's figures call such a process (the kind's name)
-    title: str  # how a warning names it: "a ... broker (its main class)"
-    classes: frozenset[str] = frozenset()
-    simple_names: frozenset[str] = frozenset()
-
-    def matches(self, arg: str) -> bool:
-        return arg in self.classes or arg.rsplit(".", 1)[-1] in self.simple_names
 
 
 def recognise(cmdline: Sequence[str], brokers: Sequence[BrokerMain]) -> tuple[str, str | None]:
@@ -146,17 +136,16 @@ def read_owner(
 ) -> OwnerFigures | None:
     """The figures of ``pid`` (its type told by ``brokers``); None if it is gone."""
     unreadable: list[str] = []
-    values: dict[str, object] = {}
     same_ns = same_pid_namespace(proc_root, pid)
 
-    def take(key: str, read) -> None:  # type: ignore[no-untyped-def]
+    def take(key: str, read: Callable[[], T]) -> T | None:
         try:
-            values[key] = read()
+            return read()
         except psutil.NoSuchProcess:
             raise
         except (psutil.Error, OSError, ValueError, IndexError) as exc:
-            values[key] = None
             unreadable.append(f"{key}: {_why(exc)}")
+            return None
 
     def fd_limit() -> int | None:
         if same_ns:
@@ -171,37 +160,38 @@ def read_owner(
         with procfs(proc_root):
             p = psutil.Process(pid)
             with p.oneshot():
-                take("name", p.name)
-                take("exe", lambda: p.exe() or None)
-                take("cmdline", lambda: tuple(p.cmdline()))
-                take("user", p.username)
-                take("start_time_s", p.create_time)
-                take("rss_bytes", lambda: p.memory_info().rss)
-                take("open_fds", p.num_fds)
-                take("max_fds", fd_limit)
-            take("memory_maps", lambda: count_maps(pid, proc_root))
+                name = take("name", p.name)
+                exe = take("exe", lambda: p.exe() or None)
+                got_cmdline = take("cmdline", lambda: tuple(p.cmdline()))
+                user = take("user", p.username)
+                start_time_s = take("start_time_s", p.create_time)
+                rss_bytes = take("rss_bytes", lambda: p.memory_info().rss)
+                open_fds = take("open_fds", p.num_fds)
+                max_fds = take("max_fds", fd_limit)
+            memory_maps = take("memory_maps", lambda: count_maps(pid, proc_root))
     except psutil.NoSuchProcess:  # ZombieProcess too: it holds no lock, maps or files
         return None
     except (psutil.Error, OSError):
         return None
-    cmdline = values.get("cmdline")
-    if isinstance(cmdline, tuple):
+    cmdline: tuple[str, ...]
+    if got_cmdline is not None:
+        cmdline = got_cmdline
         kind, main = recognise(cmdline, brokers)
     else:
         cmdline, (kind, main) = (), ("unknown", None)
     return OwnerFigures(
         pid=pid,
-        name=values.get("name"),  # type: ignore[arg-type]
-        exe=values.get("exe"),  # type: ignore[arg-type]
+        name=name,
+        exe=exe,
         cmdline=cmdline,
         type=kind,
         main_class=main,
-        user=values.get("user"),  # type: ignore[arg-type]
-        start_time_s=values.get("start_time_s"),  # type: ignore[arg-type]
-        rss_bytes=values.get("rss_bytes"),  # type: ignore[arg-type]
-        open_fds=values.get("open_fds"),  # type: ignore[arg-type]
-        max_fds=values.get("max_fds"),  # type: ignore[arg-type]
-        memory_maps=values.get("memory_maps"),  # type: ignore[arg-type]
+        user=user,
+        start_time_s=start_time_s,
+        rss_bytes=rss_bytes,
+        open_fds=open_fds,
+        max_fds=max_fds,
+        memory_maps=memory_maps,
         unreadable=tuple(unreadable),
     )
 

@@ -19,7 +19,7 @@ from typing import Protocol
 from retentiond.config.loader import Claim, ConfigFile, Draft, read_config_file
 from retentiond.config.problems import ConfigError, ConfigProblem
 from retentiond.config.settings import Settings, StoreSection
-from retentiond.engine.kind import KindVoice, StoreKind
+from retentiond.engine.kind import AnyKind, KindVoice
 from retentiond.kinds.kafka.voice import KafkaVoice
 from retentiond.kinds.rocketmq.voice import RocketMQVoice
 
@@ -83,7 +83,9 @@ class KindPlugin(Protocol):
         """Whether the store the settings name is there and looks like one of this kind's."""
         ...
 
-    def make(self, settings: Settings[StoreSection]) -> StoreKind: ...
+    def make(self, settings: Settings[StoreSection]) -> AnyKind:
+        """The kind, checked against ``StoreKind`` with its own snapshot and plan types."""
+        ...
 
 
 def plugins() -> tuple[KindPlugin, ...]:
@@ -141,7 +143,7 @@ def load_settings(
     return draft.settings
 
 
-def kind_for(settings: Settings[StoreSection]) -> StoreKind:
+def kind_for(settings: Settings[StoreSection]) -> AnyKind:
     """The store kind validated settings describe."""
     for plugin in plugins():
         if plugin.owns(settings):

@@ -27,9 +27,9 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from prometheus_client.registry import Collector
 
 from retentiond import __version__
-from retentiond.config.settings import Settings
+from retentiond.config.settings import Settings, StoreSection
 from retentiond.engine.figures import StoreStats
-from retentiond.engine.kind import StoreKind
+from retentiond.engine.kind import AnyKind
 from retentiond.kinds import VOICES
 
 log = structlog.get_logger("retentiond.metrics")
@@ -48,9 +48,9 @@ class MetricsState(Protocol):
 
     base: tuple[str, str]
     stats: StoreStats | None
-    kind: StoreKind
+    kind: AnyKind
     status: Callable[[], Mapping[str, object]] | None
-    current_settings: Callable[[], Settings]
+    current_settings: Callable[[], Settings[StoreSection]]
     clock_s: Callable[[], float]
 
 
@@ -102,7 +102,7 @@ class LiveCollector(Collector):
             ),
         )
 
-    def _disk(self, settings: Settings, now_s: float) -> Iterator[Metric]:
+    def _disk(self, settings: Settings[StoreSection], now_s: float) -> Iterator[Metric]:
         ratio, state, threshold = self._disk_families()
         base = list(self.metrics.base)
         disk = self.metrics.kind.disk_figures(settings, int(now_s * 1000))
@@ -143,7 +143,7 @@ class LiveCollector(Collector):
             ),
         )
 
-    def _store(self, settings: Settings, now_s: float) -> Iterator[Metric]:
+    def _store(self, settings: Settings[StoreSection], now_s: float) -> Iterator[Metric]:
         stats = self.metrics.stats  # one reference read: the snapshot is never mutated
         if stats is None:
             return
@@ -161,7 +161,14 @@ class LiveCollector(Collector):
 
     # ---- the daemon's status ------------------------------------------------------------
     @staticmethod
-    def _status_families() -> tuple[Metric, ...]:
+    def _status_families() -> tuple[
+        GaugeMetricFamily,
+        GaugeMetricFamily,
+        GaugeMetricFamily,
+        CounterMetricFamily,
+        GaugeMetricFamily,
+        GaugeMetricFamily,
+    ]:
         return (
             _g(
                 "retentiond_expired_files_pending",
@@ -197,7 +204,7 @@ class LiveCollector(Collector):
             ),
         )
 
-    def _status(self, settings: Settings, now_s: float) -> Iterator[Metric]:
+    def _status(self, settings: Settings[StoreSection], now_s: float) -> Iterator[Metric]:
         if self.metrics.status is None:
             return
         doc = self.metrics.status()
@@ -209,12 +216,12 @@ class LiveCollector(Collector):
         held_dirs = set(held) if isinstance(held, list) else set()
         for d in settings.store_dirs:
             plan_only.add_metric([*base, d], 1.0 if d in held_dirs else 0.0)
-        if isinstance(doc.get("pending_expired"), int):
-            pending.add_metric(base, doc["pending_expired"])  # type: ignore[arg-type]
+        if isinstance(expired := doc.get("pending_expired"), int):
+            pending.add_metric(base, expired)
         hung_files = doc.get("hung_files")
         hung.add_metric(base, len(hung_files) if isinstance(hung_files, list) else 0)
-        if isinstance(doc.get("manual_rounds_left"), int):
-            manual.add_metric(base, doc["manual_rounds_left"])  # type: ignore[arg-type]
+        if isinstance(left := doc.get("manual_rounds_left"), int):
+            manual.add_metric(base, left)
         config = doc.get("config")
         config = config if isinstance(config, Mapping) else {}
         counts = config.get("reloads")
@@ -262,7 +269,7 @@ class LiveCollector(Collector):
             ),
         )
 
-    def _config(self, settings: Settings, now_s: float) -> Iterator[Metric]:
+    def _config(self, settings: Settings[StoreSection], now_s: float) -> Iterator[Metric]:
         info, store, build, reserved, interval = self._config_families()
         base = list(self.metrics.base)
         kind = self.metrics.kind
@@ -276,7 +283,7 @@ class LiveCollector(Collector):
         interval.add_metric(base, kind.cadence(settings).round_interval_ms / 1000)
         yield from (info, store, build, reserved, interval)
 
-    def _info_labels(self, settings: Settings) -> list[str]:
+    def _info_labels(self, settings: Settings[StoreSection]) -> list[str]:
         """``retentiond_config_info``'s values after the hash. The kind fills the labels of
         its own keys and leaves the other kinds' empty (an empty label is an absent one to
         Prometheus), so a Kafka daemon does not show RocketMQ defaults it never applies."""

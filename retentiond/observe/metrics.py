@@ -39,11 +39,11 @@ from prometheus_client import (
     ProcessCollector,
 )
 
-from retentiond.config.settings import Settings
+from retentiond.config.settings import Settings, StoreSection
 from retentiond.engine.cleaner import Cleaner, RoundListener, RoundResult
 from retentiond.engine.execute import Outcome
 from retentiond.engine.figures import StoreStats
-from retentiond.engine.kind import RoundPlan, StoreKind
+from retentiond.engine.kind import AnyKind, RoundPlan
 from retentiond.engine.owner import OwnerReport
 from retentiond.kinds import kind_for
 from retentiond.observe.live import LiveCollector
@@ -78,13 +78,13 @@ class RetentionMetrics:
 
     def __init__(
         self,
-        settings: Settings,
+        settings: Settings[StoreSection],
         *,
         registry: CollectorRegistry | None = None,
-        current_settings: Callable[[], Settings] | None = None,
+        current_settings: Callable[[], Settings[StoreSection]] | None = None,
         status: StatusFn | None = None,
         clock_s: Callable[[], float] = wall_s,
-        kind: StoreKind | None = None,
+        kind: AnyKind | None = None,
     ) -> None:
         self.registry = registry if registry is not None else CollectorRegistry()
         self.base = (settings.broker_cluster_name, settings.broker_name)
@@ -93,7 +93,7 @@ class RetentionMetrics:
         self.clock_s = clock_s
         self.stats: StoreStats | None = None  # replaced whole, never mutated: scrapes read it
         # The store kind the figures come from: the watched cleaner's once watch() is called.
-        self.kind: StoreKind = kind if kind is not None else kind_for(settings)
+        self.kind: AnyKind = kind if kind is not None else kind_for(settings)
         self._phase = _PhaseClock(self.kind.phases)
         r = self.registry
         self.deleted_files = Counter(

@@ -212,7 +212,7 @@ class _QuietHandler(WSGIRequestHandler):
         if isinstance(self.request, ssl.SSLSocket):
             self.request.settimeout(REQUEST_DEADLINE_S)  # the handshake is inside the deadline
             self.request.do_handshake()
-        self.connection = _DeadlineSocket(self.request, deadline)  # type: ignore[assignment]
+        self.connection = _DeadlineSocket(self.request, deadline)
         self.rfile = io.BufferedReader(self.connection.makefile("rb"))
         self.wfile = self.connection.makefile("wb", 0)  # wsgiref loops over partial writes
 

@@ -20,6 +20,7 @@ import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from retentiond.kinds.kafka import formats as fm
 from retentiond.storegen import GenStoreRefused, GenStoreRequest
@@ -313,7 +314,7 @@ def gen_store(request: GenStoreRequest) -> list[str]:
     if request.sparse:
         raise GenStoreRefused("--sparse is for RocketMQ stores")
     spec = KafkaStoreSpec(now_ms=int(time.time() * 1000))
-    overrides: dict[str, object] = {}
+    overrides: dict[str, Any] = {}
     if request.topics is not None:
         overrides["topics"] = request.topics
     if request.messages is not None:
@@ -322,7 +323,7 @@ def gen_store(request: GenStoreRequest) -> list[str]:
         overrides["segment_bytes"] = request.file_size
     if request.oldest_hours is not None:
         overrides["span_ms"] = int(request.oldest_hours * 3_600_000)
-    spec = dataclasses.replace(spec, **overrides)  # type: ignore[arg-type]
+    spec = dataclasses.replace(spec, **overrides)
     log_dir = request.dir.absolute()
     store = generate_kafka_store(log_dir, spec)
     segments = sum(len(s) for s in store.partitions.values())

@@ -610,10 +610,10 @@ def _write_consume_queues(
     cq_root: Path,
     spec: StoreSpec,
     topics: list[str],
-    phys: array,
-    sizes: array,
-    stamps: array,
-    tag_codes: array | None,
+    phys: array[int],
+    sizes: array[int],
+    stamps: array[int],
+    tag_codes: array[int] | None,
     const_tags_code: int,
 ) -> dict[tuple[str, int], tuple[ConsumeQueueFile, ...]]:
     n = len(phys)
@@ -778,14 +778,14 @@ __all__ = [
 def gen_store(request: GenStoreRequest) -> list[str]:
     """``gen-store`` for RocketMQ: a preset store, adjusted by the request, and its broker.yaml."""
     spec = PRESETS[request.preset]
-    overrides: dict[str, object] = {"sparse": True} if request.sparse else {}
+    overrides: dict[str, Any] = {"sparse": True} if request.sparse else {}
     if request.messages is not None:
         overrides["messages"] = request.messages
     if request.file_size is not None:
         overrides["commitlog_file_size"] = request.file_size
     if request.oldest_hours is not None:
         overrides["oldest_age_hours"] = request.oldest_hours
-    spec = dataclasses.replace(spec, **overrides)  # type: ignore[arg-type]
+    spec = dataclasses.replace(spec, **overrides)
     root = request.dir.absolute()
     store = generate_store(root, spec)
     lines = [f"generated store at {root}: {store.summary()}"]

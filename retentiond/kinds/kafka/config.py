@@ -20,7 +20,7 @@ import os
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, TypeVar, cast
 
 import yaml
 
@@ -29,7 +29,7 @@ from retentiond.config.daemon import DAEMON_KEYS, DAEMON_NAMESPACE, cross_checks
 from retentiond.config.keys import Format, closest_key, java_trim, squash
 from retentiond.config.loader import Claim, ConfigFile, Draft
 from retentiond.config.problems import ConfigError, ConfigProblem
-from retentiond.config.settings import Settings, plain
+from retentiond.config.settings import Settings, StoreSection, plain
 from retentiond.config.table import Entry, KeyTable
 from retentiond.kinds.kafka.policy import TopicConfig
 
@@ -276,12 +276,12 @@ def apply_topic_overrides(
 ) -> TopicConfig:
     """Topic-level keys over the broker's values; other topic keys (segment.bytes, ...) do
     not change what retention deletes. Raises ValueError naming source, key and value."""
-    changes: dict[str, object] = {}
+    changes: dict[str, Any] = {}  # (values of the fields' own types: topic_value's)
     for key, raw in overrides.items():
         value = topic_value(key, str(raw), source)
         if value is not None:
             changes[_FIELDS[key]] = value
-    return dataclasses.replace(base, **changes) if changes else base  # type: ignore[arg-type]
+    return dataclasses.replace(base, **changes) if changes else base
 
 
 # ---- the section of the settings --------------------------------------------------------
@@ -723,3 +723,10 @@ def read(file: ConfigFile, foreign: Mapping[str, str]) -> Draft[KafkaServer]:
     daemon = daemon_settings(values, TABLE.keys)
     settings = Settings(store=server, daemon=daemon, source=Path(file.source))
     return Draft(settings, problems, to_check=settings)
+
+
+def kafka_of(settings: Settings[StoreSection]) -> Settings[KafkaServer]:
+    """``settings`` as Kafka's (a kind is handed its own; anything else is a bug)."""
+    if not isinstance(settings.store, KafkaServer):
+        raise TypeError(f"not a Kafka configuration: {settings.store.kind_name}")
+    return cast(Settings[KafkaServer], settings)

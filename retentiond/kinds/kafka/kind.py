@@ -17,18 +17,17 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from retentiond.config.settings import Settings
+from retentiond.config.settings import Settings, StoreSection
 from retentiond.engine.decision import Decision
 from retentiond.engine.disk import measure_path
-from retentiond.engine.execute import Run, open_dir_below
+from retentiond.engine.execute import open_dir_below
 from retentiond.engine.figures import DiskFigures, KindStats, StoreStats
 from retentiond.engine.holds import HeldFile
-from retentiond.engine.kind import Cadence, StatusDoc
-from retentiond.engine.owner import BrokerMain
+from retentiond.engine.kind import BrokerMain, Cadence, RoundServices, StatusDoc
 from retentiond.engine.rollup import IdleView
-from retentiond.engine.round import Round
+from retentiond.engine.runs import Run
 from retentiond.kinds.kafka import formats as fm
-from retentiond.kinds.kafka.config import KafkaServer, broker_retention
+from retentiond.kinds.kafka.config import KafkaServer, broker_retention, kafka_of
 from retentiond.kinds.kafka.metadata import METADATA_PARTITION_DIR, MetadataError, read_metadata
 from retentiond.kinds.kafka.offline import (
     LogDirLock,
@@ -39,10 +38,10 @@ from retentiond.kinds.kafka.offline import (
     write_log_start_checkpoint,
 )
 from retentiond.kinds.kafka.plan import KafkaPlan, LogDirPlan
-from retentiond.kinds.kafka.policy import TopicConfig, plan_partition
+from retentiond.kinds.kafka.policy import PartitionPlan, TopicConfig, plan_partition
 from retentiond.kinds.kafka.scan import LogDirSnapshot, scan_log_dir
 from retentiond.kinds.kafka.voice import KafkaVoice
-from retentiond.reasons import KAFKA_DELETE_REASONS, Kind
+from retentiond.reasons import KAFKA_DELETE_REASONS, FileKind, Kind, Reason
 
 
 @dataclass(frozen=True)
@@ -50,7 +49,7 @@ class _NoHolds:
     """Kafka has no forcible interval: a segment held by another process than the broker is
     simply kept (the broker's own holds are the lock)."""
 
-    def interval(self, kind: Kind) -> int:
+    def interval(self, kind: FileKind) -> int:
         return 2**62
 
 
@@ -66,9 +65,11 @@ class KafkaSnapshot:
 
 
 class Kafka(KafkaVoice):
-    file_kinds = (Kind.KAFKA_SEGMENT,)
-    phases = (Kind.KAFKA_SEGMENT.value,)
-    deletion_series = tuple((Kind.KAFKA_SEGMENT, r) for r in sorted(KAFKA_DELETE_REASONS))
+    file_kinds: tuple[Kind, ...] = (Kind.KAFKA_SEGMENT,)
+    phases: tuple[str, ...] = (Kind.KAFKA_SEGMENT.value,)
+    deletion_series: tuple[tuple[Kind, Reason], ...] = tuple(
+        (Kind.KAFKA_SEGMENT, r) for r in sorted(KAFKA_DELETE_REASONS)
+    )
 
     # Kafka's main class in ZooKeeper and KRaft mode alike.
     brokers: tuple[BrokerMain, ...] = (
@@ -81,11 +82,11 @@ class Kafka(KafkaVoice):
         self.locks = {d: LogDirLock(d) for d in self.server.log_dirs}
         self.last_plan_only: list[str] = []
 
-    def reconfigure(self, settings: Settings[KafkaServer]) -> None:
+    def reconfigure(self, settings: Settings[StoreSection]) -> None:
         """A reload: new retention values from the next round on. The log dirs cannot
         change while running (``log.dirs`` is a restart key), so the locks stay."""
-        self.settings = settings
-        self.server = settings.store
+        self.settings = kafka_of(settings)
+        self.server = self.settings.store
 
     # ---- where its files are ------------------------------------------------------------
     def directories(self) -> tuple[str, ...]:
@@ -140,7 +141,7 @@ class Kafka(KafkaVoice):
     def _config_for(self, snap: KafkaSnapshot, topic: str) -> TopicConfig | None:
         return self.server.config_for(topic, snap.overrides, snap.broker_layers)
 
-    def plan_round(self, snapshot: KafkaSnapshot, rnd: Round) -> KafkaPlan:
+    def plan_round(self, snapshot: KafkaSnapshot, rnd: RoundServices) -> KafkaPlan:
         rnd.phase(Kind.KAFKA_SEGMENT.value)
         planned: list[LogDirPlan] = []
         configs: dict[str, TopicConfig | None] = {}  # a topic's config, worked out once a round
@@ -189,7 +190,9 @@ class Kafka(KafkaVoice):
             errors=tuple(errors),
         )
 
-    def _carry_out(self, ld: LogDirSnapshot, parts: tuple, rnd: Round) -> tuple[str, ...]:
+    def _carry_out(
+        self, ld: LogDirSnapshot, parts: tuple[PartitionPlan, ...], rnd: RoundServices
+    ) -> tuple[str, ...]:
         """Each partition's prefix through the engine (holds, journal, re-check, unlink),
         then what the engine does not know: companions, epochs, the checkpoint. Returns
         what kept a partition's prefix from being carried out (a roll that could not be
@@ -213,7 +216,7 @@ class Kafka(KafkaVoice):
                     )
                     continue
             outcomes = rnd.execute(Run(run))
-            gone = [o.decision.start_offset for o in outcomes if o.deleted]
+            gone = [b for o in outcomes if o.deleted and (b := o.decision.start_offset) is not None]
             for base in gone:
                 remove_companions(plan, base, result)
             changed |= finish_partition(plan, gone, lso_entries)
@@ -256,7 +259,7 @@ class Kafka(KafkaVoice):
             maxima={"broker_running_kept": int(reasons.get("keep:broker_running", 0))},
         )
 
-    def round_fields(self, plan: KafkaPlan, deleted: frozenset[str]) -> dict[str, object]:  # type: ignore[override]
+    def round_fields(self, plan: KafkaPlan, deleted: frozenset[str]) -> dict[str, object]:
         return {
             "plan_only_log_dirs": plan.plan_only_dirs(),
             "metadata_source": plan.metadata_source,
@@ -266,7 +269,7 @@ class Kafka(KafkaVoice):
         }
 
     # ---- for people and dashboards ------------------------------------------------------
-    def render_plan(self, plan: KafkaPlan, *, all_queue_files: bool = False) -> str:  # type: ignore[override]
+    def render_plan(self, plan: KafkaPlan, *, all_queue_files: bool = False) -> str:
         """Per partition: its offsets, a line per segment the passes handed over and one for
         the first segment kept (what stopped the prefix), then how many are kept behind it;
         ``all_queue_files`` (``plan --all``) lists every segment with its own reason."""
@@ -298,10 +301,10 @@ class Kafka(KafkaVoice):
                     )
         return "\n".join(lines) + "\n"
 
-    def status_fields(self, plan: KafkaPlan, deleted: frozenset[str]) -> dict[str, object]:  # type: ignore[override]
+    def status_fields(self, plan: KafkaPlan, deleted: frozenset[str]) -> dict[str, object]:
         return {"plan_only_log_dirs": plan.plan_only_dirs(), "reasons": plan.reason_counts()}
 
-    def store_stats(  # type: ignore[override]
+    def store_stats(
         self, plan: KafkaPlan, deleted: frozenset[str], previous: StoreStats | None
     ) -> StoreStats:
         """What is left after the round. A kept segment the plan never had to examine (behind
@@ -326,18 +329,18 @@ class Kafka(KafkaVoice):
             oldest = mtime_ms if oldest is None else min(oldest, mtime_ms)
         return StoreStats({Kind.KAFKA_SEGMENT: KindStats(count, size, oldest, plan.now_ms)})
 
-    def disk_figures(self, settings: Settings[KafkaServer], now_ms: int) -> DiskFigures:
+    def disk_figures(self, settings: Settings[StoreSection], now_ms: int) -> DiskFigures:
         return DiskFigures(tuple(("log_dir", measure_path(d)) for d in self.server.log_dirs))
 
-    def phases_succeeded(self, plan: KafkaPlan) -> tuple[str, ...]:  # type: ignore[override]
+    def phases_succeeded(self, plan: KafkaPlan) -> tuple[str, ...]:
         return () if plan.errors else self.phases
 
-    def cadence(self, settings: Settings[KafkaServer]) -> Cadence:
+    def cadence(self, settings: Settings[StoreSection]) -> Cadence:
         """log.retention.check.interval.ms; the retry interval is the default one."""
         return Cadence(settings.round_interval_ms, settings.retry_interval_ms)
 
     def status_settings(
-        self, settings: Settings[KafkaServer], scan: StatusDoc | None
+        self, settings: Settings[StoreSection], scan: StatusDoc | None
     ) -> dict[str, object]:
         """Kafka has no hour of day and no disk states: both keys are null."""
         return {"delete_when": None, "disk": None}
@@ -346,9 +349,9 @@ class Kafka(KafkaVoice):
         """What the scan reported (its plan-only log dirs), the verdict counts left out."""
         return {k: v for k, v in scan.items() if k != "reasons"}
 
-    def info_labels(self, settings: Settings[KafkaServer]) -> dict[str, str]:
+    def info_labels(self, settings: Settings[StoreSection]) -> dict[str, str]:
         """The broker-wide retention (a topic's own config may differ)."""
-        server = settings.store
+        server = kafka_of(settings).store
         try:
             broker = broker_retention(server.broker_props, server.path)
         except ValueError:  # validated at load; a scrape never fails on it anyway
@@ -359,7 +362,7 @@ class Kafka(KafkaVoice):
             "log_cleanup_policy": ",".join(sorted(broker.cleanup_policy)),
         }
 
-    def reserved_time_s(self, settings: Settings[KafkaServer]) -> float | None:
+    def reserved_time_s(self, settings: Settings[StoreSection]) -> float | None:
         return None  # retention is per topic
 
     def plan_only_notes(self, plan: KafkaPlan) -> list[str]:

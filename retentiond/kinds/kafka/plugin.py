@@ -4,12 +4,11 @@ how it reads one, how it checks the store on disk, and the kind a configuration 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import cast
 
 from retentiond.config.loader import Claim, ConfigFile, Draft
 from retentiond.config.problems import ConfigProblem
 from retentiond.config.settings import Settings, StoreSection
-from retentiond.engine.kind import StoreKind
+from retentiond.engine.kind import AnyKind, StoreKind
 from retentiond.kinds.kafka import config, storecheck
 from retentiond.kinds.kafka.config import KafkaServer
 
@@ -29,18 +28,14 @@ class KafkaPlugin:
         return isinstance(settings.store, KafkaServer)
 
     def check_store(self, settings: Settings[StoreSection]) -> list[ConfigProblem]:
-        return storecheck.check_store(_mine(settings))
+        return storecheck.check_store(config.kafka_of(settings))
 
-    def make(self, settings: Settings[StoreSection]) -> StoreKind:
-        from retentiond.kinds.kafka.kind import Kafka
+    def make(self, settings: Settings[StoreSection]) -> AnyKind:
+        from retentiond.kinds.kafka.kind import Kafka, KafkaSnapshot
+        from retentiond.kinds.kafka.plan import KafkaPlan
 
-        return Kafka(_mine(settings))
-
-
-def _mine(settings: Settings[StoreSection]) -> Settings[KafkaServer]:
-    if not isinstance(settings.store, KafkaServer):
-        raise TypeError(f"not a Kafka configuration: {settings.store.kind_name}")
-    return cast(Settings[KafkaServer], settings)
+        kind: StoreKind[KafkaSnapshot, KafkaPlan] = Kafka(config.kafka_of(settings))
+        return kind
 
 
 PLUGIN = KafkaPlugin()

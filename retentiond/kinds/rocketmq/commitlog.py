@@ -7,6 +7,8 @@ pre-allocated file(s) after it; deletes at most ``deleteFileBatchMax`` per round
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 from retentiond.config.settings import Settings
 from retentiond.engine.decision import Decision
 from retentiond.kinds.rocketmq.config import RocketMQStore
@@ -39,7 +41,18 @@ def _pass_reason(triggers: Triggers) -> Reason:
     return Reason.DISK_OVER_MAX_RATIO
 
 
-def _decision(f: CommitLogFile, verdict: Verdict, reason: Reason, detail: str | None = None):
+def first_kept_offset(decisions: Iterable[Decision]) -> int:
+    """The start offset of the first file that stays (the CommitLog minimum once the others
+    went); -1 when none does."""
+    for d in decisions:
+        if not d.delete:
+            return d.start_offset if d.start_offset is not None else -1
+    return -1
+
+
+def _decision(
+    f: CommitLogFile, verdict: Verdict, reason: Reason, detail: str | None = None
+) -> Decision:
     return Decision(
         Kind.COMMITLOG,
         f.path,
@@ -91,12 +104,11 @@ def plan_commitlog(
             stop_reason = Reason.AFTER_FIRST_KEPT
     decisions.extend(_decision(f, Verdict.KEEP, Reason.NEWEST_FILE) for f in protected)
 
-    remaining = [d for d in decisions if not d.delete]
     return CommitLogPlan(
         triggers=triggers,
         decisions=tuple(decisions),
         min_offset_before=files[0].start_offset if files else -1,
-        min_offset_after=remaining[0].start_offset if remaining else -1,  # type: ignore[arg-type]
+        min_offset_after=first_kept_offset(decisions),
     )
 
 

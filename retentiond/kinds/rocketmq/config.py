@@ -42,7 +42,7 @@ from retentiond.config.keys import (
 from retentiond.config.loader import Claim, ConfigFile, Draft
 from retentiond.config.readers import read_properties, read_yaml
 from retentiond.config.reference import render_reference
-from retentiond.config.settings import DaemonSettings, Settings, plain
+from retentiond.config.settings import DaemonSettings, Settings, StoreSection, plain
 from retentiond.config.table import KeyTable
 from retentiond.kinds.rocketmq.formats import (
     CQ_UNIT_SIZE,
@@ -690,3 +690,10 @@ def render_reference_markdown() -> str:
         "RocketMQ silently ignores: " + ", ".join(f"`{k}`" for k in LEGACY_KEYS) + ". A leading "
         "`~` in a path is expanded in `broker.yaml` only: the broker does not expand it.",
     )
+
+
+def rocketmq_of(settings: Settings[StoreSection]) -> Settings[RocketMQStore]:
+    """``settings`` as RocketMQ's (a kind is handed its own; anything else is a bug)."""
+    if not isinstance(settings.store, RocketMQStore):
+        raise TypeError(f"not a RocketMQ configuration: {settings.store.kind_name}")
+    return cast(Settings[RocketMQStore], settings)

@@ -40,7 +40,7 @@ from retentiond.kinds.rocketmq.config import RocketMQStore
 from retentiond.kinds.rocketmq.disk import DiskUsage
 from retentiond.kinds.rocketmq.plan import Plan
 from retentiond.kinds.rocketmq.triggers import DISK_STATE_ORDER, DiskState, evaluate
-from retentiond.reasons import Kind
+from retentiond.reasons import FileKind, Kind
 
 
 def _commitlog(plan: Plan, gone: frozenset[str]) -> tuple[KindStats, int | None]:
@@ -118,7 +118,7 @@ def store_stats(
 ) -> StoreStats:
     """The figures after a round that deleted ``gone`` (empty for a scan or a dry run)."""
     commitlog, min_offset = _commitlog(plan, gone)
-    kinds = {
+    kinds: dict[FileKind, KindStats] = {
         Kind.COMMITLOG: commitlog,
         Kind.INDEX: list_index(str(settings.store.index_dir), plan.now_ms),
     }

@@ -20,27 +20,27 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from retentiond.config.settings import Settings
+from retentiond.config.settings import Settings, StoreSection
 from retentiond.engine.decision import Decision
-from retentiond.engine.execute import Run, open_dir_below
+from retentiond.engine.execute import open_dir_below
 from retentiond.engine.figures import DiskFigures, StoreStats
 from retentiond.engine.holds import HeldFile
-from retentiond.engine.kind import Cadence, RoundPlan, StatusDoc
-from retentiond.engine.owner import BrokerMain
+from retentiond.engine.kind import BrokerMain, Cadence, RoundServices, StatusDoc
 from retentiond.engine.rollup import IdleView
-from retentiond.engine.round import Round
+from retentiond.engine.runs import Outcome, Run
 from retentiond.journal.place import default_journal_dir
 from retentiond.kinds.rocketmq import scancache
 from retentiond.kinds.rocketmq.commitlog import expired_pending, newest_kept_index, plan_commitlog
-from retentiond.kinds.rocketmq.config import RocketMQStore
+from retentiond.kinds.rocketmq.config import RocketMQStore, rocketmq_of
 from retentiond.kinds.rocketmq.disk import DiskUsage, measure, round_fields
 from retentiond.kinds.rocketmq.figures import disk_figures, status_fields, store_stats
 from retentiond.kinds.rocketmq.holds import HoldRules, hold_commitlog, hold_queues
-from retentiond.kinds.rocketmq.plan import CommitLogPlan, Plan, QueuesPlan
+from retentiond.kinds.rocketmq.plan import CommitLogPlan, Plan, QueueDecision, QueuesPlan
 from retentiond.kinds.rocketmq.queues import plan_queues
 from retentiond.kinds.rocketmq.reader import BinaryReader, read_index_header
 from retentiond.kinds.rocketmq.report import render_plan
 from retentiond.kinds.rocketmq.scan import QueueLister, scan
+from retentiond.kinds.rocketmq.scancache import LoadedValues
 from retentiond.kinds.rocketmq.snapshot import Snapshot
 from retentiond.kinds.rocketmq.triggers import evaluate, hour_of_day
 from retentiond.kinds.rocketmq.voice import RocketMQVoice
@@ -62,9 +62,9 @@ _IDLE_FLAGS = (
 
 
 class RocketMQ(RocketMQVoice):
-    file_kinds = (Kind.COMMITLOG, Kind.CONSUMEQUEUE, Kind.INDEX)
-    phases = (Kind.COMMITLOG.value, Kind.CONSUMEQUEUE.value)  # the two cleaning services
-    deletion_series = tuple(
+    file_kinds: tuple[Kind, ...] = (Kind.COMMITLOG, Kind.CONSUMEQUEUE, Kind.INDEX)
+    phases: tuple[str, ...] = (Kind.COMMITLOG.value, Kind.CONSUMEQUEUE.value)  # its services
+    deletion_series: tuple[tuple[Kind, Reason], ...] = tuple(
         sorted(
             [(Kind.COMMITLOG, r) for r in DELETE_REASONS if r is not BELOW]
             + [(k, BELOW) for k in (Kind.CONSUMEQUEUE, Kind.INDEX)]
@@ -85,7 +85,7 @@ class RocketMQ(RocketMQVoice):
         self.settings = settings
         self.reader = BinaryReader(settings.store.mapped_file_size_consumequeue)
         self.lister = QueueLister()  # directory listings carried between rounds
-        self.queue_memo: dict = {}  # earlier per-queue decisions (see plan_queues)
+        self.queue_memo: dict[str, QueueDecision] = {}  # earlier decisions (see plan_queues)
         self.last_physical_min_offset = 0  # upstream CleanConsumeQueueService; 0 after a restart
         self.dry_run_min_offset = 0  # the same gate for dry-run rounds (never for real ones)
         self.last_usage: DiskUsage | None = None  # per-path ratios for the round record
@@ -97,7 +97,7 @@ class RocketMQ(RocketMQVoice):
         self.cache_loaded_queues = 0  # for tests, benchmarks and the start-up log
         # Values from the cache file by queue directory, until a remembering round has
         # planned every queue (then the memo holds what was verified).
-        self.loaded_values: dict = {}
+        self.loaded_values: LoadedValues | None = None
 
     def _scan_cache_path(self) -> Path | None:
         """Beside the journal: the configured journal directory, else the journal's default
@@ -143,14 +143,15 @@ class RocketMQ(RocketMQVoice):
         ):
             self._saved_reads = self.reader.reads
 
-    def reconfigure(self, settings: Settings[RocketMQStore]) -> None:
+    def reconfigure(self, new: Settings[StoreSection]) -> None:
+        settings = rocketmq_of(new)
         if (
             settings.store.mapped_file_size_consumequeue
             != self.settings.store.mapped_file_size_consumequeue
         ):
             self.reader = BinaryReader(settings.store.mapped_file_size_consumequeue)
             self.queue_memo = {}
-            self.loaded_values = {}
+            self.loaded_values = None
             self._saved_reads = 0
         self.settings = settings
 
@@ -175,7 +176,7 @@ class RocketMQ(RocketMQVoice):
         self._load_scan_cache()
         return scan(self.settings, now_ms=now_ms, lister=self.lister)
 
-    def plan_round(self, snapshot: Snapshot, rnd: Round) -> Plan:
+    def plan_round(self, snapshot: Snapshot, rnd: RoundServices) -> Plan:
         s = self.settings
         rnd.phase(Kind.COMMITLOG.value)
         cl = hold_commitlog(self._plan_commitlog(snapshot, rnd), rnd.hold)
@@ -203,7 +204,7 @@ class RocketMQ(RocketMQVoice):
                     loaded=self.loaded_values,
                 )
             if qp.examined and rnd.remembers:
-                self.loaded_values = {}  # the memo now holds every queue's verified values
+                self.loaded_values = None  # the memo now holds every queue's verified values
             # Topic or queue directories the walk could not read: nothing under them was
             # judged. The gate stays where it was, so the next round walks the queues again
             # (and says so again) instead of skipping them until the minimum next moves.
@@ -243,7 +244,7 @@ class RocketMQ(RocketMQVoice):
             dry_run=not rnd.executes,
         )
 
-    def _plan_commitlog(self, snap: Snapshot, rnd: Round) -> CommitLogPlan:
+    def _plan_commitlog(self, snap: Snapshot, rnd: RoundServices) -> CommitLogPlan:
         """The CommitLog plan, judged on the disk as it will be once pending bytes are freed.
 
         Pending files are re-checked first (only if there are any). When the plan has
@@ -259,7 +260,7 @@ class RocketMQ(RocketMQVoice):
             cl = self._commitlog_for(snap, usage, rnd)
         return cl
 
-    def _commitlog_for(self, snap: Snapshot, usage: DiskUsage, rnd: Round) -> CommitLogPlan:
+    def _commitlog_for(self, snap: Snapshot, usage: DiskUsage, rnd: RoundServices) -> CommitLogPlan:
         s = self.settings
         adjusted = DiskUsage(
             tuple(rnd.adjusted(u) for u in usage.commitlog), rnd.adjusted(usage.consumequeue)
@@ -292,7 +293,7 @@ class RocketMQ(RocketMQVoice):
     def status(self) -> dict[str, object]:
         return {"last_commitlog_min_offset": self.last_physical_min_offset}
 
-    def round_fields(self, plan: Plan, deleted: frozenset[str]) -> dict[str, object]:  # type: ignore[override]
+    def round_fields(self, plan: Plan, deleted: frozenset[str]) -> dict[str, object]:
         s = self.settings
         return {
             "triggers": plan.commitlog.triggers.as_dict(),
@@ -330,46 +331,47 @@ class RocketMQ(RocketMQVoice):
         )
 
     # ---- for people and dashboards ------------------------------------------------------
-    def render_plan(self, plan: Plan, *, all_queue_files: bool = False) -> str:  # type: ignore[override]
+    def render_plan(self, plan: Plan, *, all_queue_files: bool = False) -> str:
         return render_plan(plan, all_queue_files=all_queue_files)
 
-    def status_fields(self, plan: Plan, deleted: frozenset[str]) -> dict[str, object]:  # type: ignore[override]
+    def status_fields(self, plan: Plan, deleted: frozenset[str]) -> dict[str, object]:
         return status_fields(plan, self.settings, deleted)
 
-    def store_stats(  # type: ignore[override]
+    def store_stats(
         self, plan: Plan, deleted: frozenset[str], previous: StoreStats | None
     ) -> StoreStats:
         return store_stats(plan, self.settings, deleted, previous)
 
-    def disk_figures(self, settings: Settings[RocketMQStore], now_ms: int) -> DiskFigures:
-        return disk_figures(settings, now_ms)
+    def disk_figures(self, settings: Settings[StoreSection], now_ms: int) -> DiskFigures:
+        return disk_figures(rocketmq_of(settings), now_ms)
 
-    def phases_succeeded(self, plan: Plan) -> tuple[str, ...]:  # type: ignore[override]
+    def phases_succeeded(self, plan: Plan) -> tuple[str, ...]:
         """The queue service always completes; the CommitLog one not when the disk could not
         be measured."""
         if plan.commitlog.triggers.error is None:
             return self.phases
         return (Kind.CONSUMEQUEUE.value,)
 
-    def cadence(self, settings: Settings[RocketMQStore]) -> Cadence:
+    def cadence(self, settings: Settings[StoreSection]) -> Cadence:
         """cleanResourceInterval; redeleteHangedFileInterval."""
         return Cadence(settings.round_interval_ms, settings.retry_interval_ms)
 
     def status_settings(
-        self, settings: Settings[RocketMQStore], scan: StatusDoc | None
+        self, settings: Settings[StoreSection], scan: StatusDoc | None
     ) -> dict[str, object]:
         """deleteWhen, and the disk: the last scan's ratios against the thresholds in force."""
+        store = rocketmq_of(settings).store
         triggers = (scan or {}).get("triggers")
         t = triggers if isinstance(triggers, Mapping) else {}
         return {
-            "delete_when": settings.store.delete_when,
+            "delete_when": store.delete_when,
             "disk": {
                 "commitlog_ratio": t.get("physic_ratio"),
                 "consumequeue_ratio": t.get("logics_ratio"),
                 "state": t.get("disk_state"),
-                "max_used_ratio": settings.store.disk_max_used_ratio_fraction,
-                "clean_forcibly_ratio": settings.store.disk_space_clean_forcibly_ratio,
-                "warning_level_ratio": settings.store.disk_space_warning_level_ratio,
+                "max_used_ratio": store.disk_max_used_ratio_fraction,
+                "clean_forcibly_ratio": store.disk_space_clean_forcibly_ratio,
+                "warning_level_ratio": store.disk_space_warning_level_ratio,
             },
         }
 
@@ -387,8 +389,8 @@ class RocketMQ(RocketMQVoice):
             "manual_rounds_left": manual_rounds_left,
         }
 
-    def info_labels(self, settings: Settings[RocketMQStore]) -> dict[str, str]:
-        s = settings
+    def info_labels(self, settings: Settings[StoreSection]) -> dict[str, str]:
+        s = rocketmq_of(settings)
         return {
             "file_reserved_time_hours": str(s.store.file_reserved_time_hours),
             "delete_when": s.store.delete_when,
@@ -399,11 +401,11 @@ class RocketMQ(RocketMQVoice):
             "delete_file_batch_max": str(s.store.delete_file_batch_max),
         }
 
-    def reserved_time_s(self, settings: Settings[RocketMQStore]) -> float | None:
+    def reserved_time_s(self, settings: Settings[StoreSection]) -> float | None:
         """fileReservedTime."""
-        return settings.store.file_reserved_time_hours * 3600.0
+        return rocketmq_of(settings).store.file_reserved_time_hours * 3600.0
 
-    def plan_only_notes(self, plan: RoundPlan) -> list[str]:
+    def plan_only_notes(self, plan: Plan) -> list[str]:
         return []  # a RocketMQ round deletes beside a running broker, as the broker would
 
     # ---- just before an unlink ----------------------------------------------------------
@@ -529,7 +531,7 @@ def queue_runs(qp: QueuesPlan, settings: Settings[RocketMQStore]) -> list[Run]:
     return runs
 
 
-def actual_min_offset(cl: CommitLogPlan, outcomes: list) -> int:
+def actual_min_offset(cl: CommitLogPlan, outcomes: list[Outcome]) -> int:
     """The CommitLog minimum after what really happened, not after what was planned."""
     gone = {o.decision.path for o in outcomes if o.deleted}
     for d in cl.decisions:

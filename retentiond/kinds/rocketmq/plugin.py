@@ -4,12 +4,11 @@ how it reads one, how it checks the store on disk, and the kind a configuration 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import cast
 
 from retentiond.config.loader import Claim, ConfigFile, Draft
 from retentiond.config.problems import ConfigProblem
 from retentiond.config.settings import Settings, StoreSection
-from retentiond.engine.kind import StoreKind
+from retentiond.engine.kind import AnyKind, StoreKind
 from retentiond.kinds.rocketmq import config, storecheck
 from retentiond.kinds.rocketmq.config import RocketMQStore
 
@@ -29,18 +28,15 @@ class RocketMQPlugin:
         return isinstance(settings.store, RocketMQStore)
 
     def check_store(self, settings: Settings[StoreSection]) -> list[ConfigProblem]:
-        return storecheck.check_store(_mine(settings))
+        return storecheck.check_store(config.rocketmq_of(settings))
 
-    def make(self, settings: Settings[StoreSection]) -> StoreKind:
+    def make(self, settings: Settings[StoreSection]) -> AnyKind:
         from retentiond.kinds.rocketmq.kind import RocketMQ
+        from retentiond.kinds.rocketmq.plan import Plan
+        from retentiond.kinds.rocketmq.snapshot import Snapshot
 
-        return RocketMQ(_mine(settings))
-
-
-def _mine(settings: Settings[StoreSection]) -> Settings[RocketMQStore]:
-    if not isinstance(settings.store, RocketMQStore):
-        raise TypeError(f"not a RocketMQ configuration: {settings.store.kind_name}")
-    return cast(Settings[RocketMQStore], settings)
+        kind: StoreKind[Snapshot, Plan] = RocketMQ(config.rocketmq_of(settings))
+        return kind
 
 
 PLUGIN = RocketMQPlugin()

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 
 from retentiond.engine.decision import Decision
 from retentiond.engine.units import human_age, human_bytes
-from retentiond.reasons import Reason, Verdict
+from retentiond.reasons import AnyReason, Reason, Verdict
 
 if TYPE_CHECKING:
     from retentiond.kinds.rocketmq.plan import Plan, QueueDecision
@@ -50,7 +50,7 @@ def _table(rows: list[_Row]) -> list[str]:
 
 def _reason_counts(queues: Iterable[QueueDecision]) -> dict[str, int]:
     """Examined queue files by reason, as ``QueueDecision.decisions`` would list them."""
-    counts: dict[Reason, int] = {}
+    counts: dict[AnyReason, int] = {}
     live = Reason.HOLDS_LIVE_OFFSET
     held_live = newest = behind = 0
     for qd in queues:

@@ -11,7 +11,7 @@ import errno
 import os
 import struct
 import time
-from collections.abc import Iterator
+from collections.abc import ItemsView, Iterator, Mapping
 from sys import intern
 
 from retentiond.config.settings import Settings
@@ -161,6 +161,12 @@ def _list_dir(path: str, foreign: list[ForeignEntry]) -> tuple[list[str], list[F
     return names, strangers
 
 
+# A parent directory's children as (name, queue id or None), and its remembered listing:
+# ((mtime_ns, ctime_ns, ino), the children, the foreign entries found).
+Children = tuple[tuple[str, int | None], ...]
+ParentListing = tuple[tuple[int, int, int], Children, tuple[ForeignEntry, ...]]
+
+
 class QueueLister:
     """Lists ``consumequeue/<topic>/<queueId>/`` and remembers directory listings.
 
@@ -175,8 +181,7 @@ class QueueLister:
 
     def __init__(self) -> None:
         # path -> ((mtime_ns, ctime_ns, ino), what the listing produced, foreign entries)
-        self._parents: dict[str, tuple[tuple[int, int, int], tuple[tuple[str, int | None], ...],
-                                       tuple[ForeignEntry, ...]]] = {}  # fmt: skip
+        self._parents: dict[str, ParentListing] = {}
         # path -> the listing, carrying the directory key it was taken under and the foreign
         # entries found (``names`` empty: a directory without queue files). The key packs the
         # mtime, the change time (utime() can set an mtime back, never a ctime), the inode and
@@ -192,7 +197,7 @@ class QueueLister:
     def _children(
         self, path: str, foreign: list[ForeignEntry], errors: list[StoreError] | None, what: str,
         follow: bool = False,
-    ):  # fmt: skip
+    ) -> Children:  # fmt: skip
         """Subdirectories as (name, queue id or None); the rest is foreign. A directory that
         cannot be stat-ed or listed (other than one gone since its parent was listed) is a
         store error naming it (``what``: which directory it is): none of it is judged.
@@ -260,21 +265,21 @@ class QueueLister:
             self._queues.pop(path, None)
         return listing
 
-    def queue_entries(self):
+    def queue_entries(self) -> ItemsView[str, QueueListing]:
         """The remembered queue listings as (path, listing), for the scan cache file (a
         listing with no names: a directory without queue files)."""
         return self._queues.items()
 
-    def parent_entries(self):
+    def parent_entries(self) -> ItemsView[str, ParentListing]:
         """The remembered listings of ``consumequeue/`` and its topic directories."""
         return self._parents.items()
 
-    def preload_parents(self, entries: dict) -> None:
+    def preload_parents(self, entries: Mapping[str, ParentListing]) -> None:
         """Parent listings from the cache file, used only while each directory keeps its
         mtime, ctime and inode (a stale one could only leave a queue out: keep more)."""
         self._parents.update(entries)
 
-    def preload(self, entries: dict) -> None:
+    def preload(self, entries: Mapping[str, QueueListing]) -> None:
         """Listings from the cache file (``scancache``), used only while each directory keeps
         its identity. They are handed out as they are (``unchanged``): the first round after a
         start has no earlier decision for them, so ``plan_queues`` checks every file's
