@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from retentiond.config.schema import render_reference_markdown
+from retentiond.kinds.rocketmq.config import render_reference_markdown
 
 README = Path(__file__).resolve().parents[1] / "README.md"
 
@@ -15,6 +15,6 @@ def test_config_reference_in_readme_matches_schema():
     start = text.index("\n", start) + 1
     end = text.index("<!-- config-reference:end -->")
     assert text[start:end].strip() == render_reference_markdown().strip(), (
-        "regenerate the table: python -c 'from retentiond.config.schema import "
+        "regenerate the table: python -c 'from retentiond.kinds.rocketmq.config import "
         "render_reference_markdown as r; print(r())'"
     )
