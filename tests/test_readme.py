@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from retentiond.config.schema import render_reference_markdown
+from retentiond.kinds.rocketmq.config import render_reference_markdown
 from retentiond.observe.reference import render_metrics_markdown
 
 README = Path(__file__).resolve().parents[1] / "README.md"
@@ -17,7 +17,7 @@ def test_config_reference_in_readme_matches_schema():
     start = text.index("\n", start) + 1
     end = text.index("<!-- config-reference:end -->")
     assert text[start:end].strip() == render_reference_markdown().strip(), (
-        "regenerate the table: python -c 'from retentiond.config.schema import "
+        "regenerate the table: python -c 'from retentiond.kinds.rocketmq.config import "
         "render_reference_markdown as r; print(r())'"
     )
 

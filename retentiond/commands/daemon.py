@@ -25,8 +25,9 @@ def _client_target(config: str) -> tuple[list[Path], str | None]:
     now. For a file that does not validate: the places its raw text names (or the defaults)
     and no hash, with a note, because a refused edit is exactly when an operator runs
     `status`."""
-    from retentiond.config.loader import ConfigError, load_settings
+    from retentiond.config.problems import ConfigError
     from retentiond.daemon import control
+    from retentiond.kinds import load_settings
 
     path = Path(config).absolute()
     try:

@@ -24,7 +24,7 @@ from retentiond.commands.common import (
 )
 
 if TYPE_CHECKING:
-    from retentiond.config.settings import Settings
+    from retentiond.config.settings import Settings, StoreSection
 
 
 def _words(values: list[str] | None) -> frozenset[str] | None:
@@ -34,9 +34,10 @@ def _words(values: list[str] | None) -> frozenset[str] | None:
     return frozenset(w.strip() for v in values for w in v.split(",") if w.strip())
 
 
-def _settings(path: str) -> Settings:
+def _settings(path: str) -> Settings[StoreSection]:
     """The settings, without checking the store: its journal outlives an unmounted store."""
-    from retentiond.config.loader import ConfigError, load_settings
+    from retentiond.config.problems import ConfigError
+    from retentiond.kinds import load_settings
 
     try:
         return load_settings(path, check_store=False)

@@ -49,7 +49,7 @@ from pathlib import Path
 import structlog
 import yaml
 
-from retentiond.config.settings import Settings
+from retentiond.config.settings import Settings, StoreSection
 from retentiond.observe.listener import ErrorCounts, keep_serving
 
 log = structlog.get_logger("retentiond.daemon.control")
@@ -105,7 +105,7 @@ def default_socket_path(config_path: Path, environ: Mapping[str, str] | None = N
     return DEFAULT_RUNTIME_DIR / f"{stem}-{config_path_hash(config_path)}" / SOCKET_NAME
 
 
-def socket_path(settings: Settings, config_path: Path) -> Path:
+def socket_path(settings: Settings[StoreSection], config_path: Path) -> Path:
     if settings.daemon.control_socket is not None:
         return Path(settings.daemon.control_socket)
     return default_socket_path(config_path)
@@ -140,7 +140,7 @@ def peek_socket_path(config_path: Path) -> Path:
 
 def client_socket_paths(
     config_path: Path,
-    settings: Settings | None,
+    settings: Settings[StoreSection] | None,
     environ: Mapping[str, str] | None = None,
 ) -> list[Path]:
     """Where a client looks for the daemon of ``config_path``, in order.

@@ -39,15 +39,14 @@ from apscheduler.executors.pool import ThreadPoolExecutor
 from apscheduler.schedulers.background import BackgroundScheduler
 from apscheduler.triggers.interval import IntervalTrigger
 
-from retentiond.config.loader import load_settings
-from retentiond.config.settings import Settings
+from retentiond.config.settings import Settings, StoreSection
 from retentiond.daemon import control, reload, shipping
 from retentiond.daemon.notify import Notifier, watchdog_interval_s
 from retentiond.daemon.state import DaemonState, scan_ok, wall_ms
 from retentiond.daemon.statustext import deleted_text, summary_line
 from retentiond.engine.cleaner import MAX_MANUAL_DELETE_FILE_TIMES, Cleaner, RoundResult
 from retentiond.journal.writer import Journal
-from retentiond.kinds import kind_for
+from retentiond.kinds import kind_for, load_settings
 from retentiond.observe.daemon_metrics import DaemonMetrics
 
 log = structlog.get_logger("retentiond.daemon")
@@ -66,7 +65,7 @@ class Daemon:
     def __init__(
         self,
         config_path: Path,
-        settings: Settings,
+        settings: Settings[StoreSection],
         *,
         journal: Journal | None,
         notifier: Notifier | None = None,
@@ -104,7 +103,7 @@ class Daemon:
         )
         self._inbox: queue.SimpleQueue[str] = queue.SimpleQueue()
         self._pending_lock = threading.Lock()
-        self._pending_settings: Settings | None = None
+        self._pending_settings: Settings[StoreSection] | None = None
         self._pending_manual = False
 
     # ---- lifecycle (main thread) --------------------------------------------------------
@@ -270,7 +269,7 @@ class Daemon:
             self._became_ready()
         self.notifier.status(summary_line(self.status(), self.cleaner.kind))
 
-    def _take_pending(self) -> Settings:
+    def _take_pending(self) -> Settings[StoreSection]:
         with self._pending_lock:
             new, self._pending_settings = self._pending_settings, None
             manual, self._pending_manual = self._pending_manual, False
@@ -293,7 +292,7 @@ class Daemon:
             **fields,
         )
 
-    def _redelete_hanged(self, settings: Settings) -> None:
+    def _redelete_hanged(self, settings: Settings[StoreSection]) -> None:
         """upstream reDeleteHangedFile's cadence: at most every ``redeleteHangedFileInterval``,
         look again at files that failed to go. A first CommitLog file left because another
         process held it is retried by the Cleaner (released: deleted; held past the forcible
@@ -369,7 +368,7 @@ class Daemon:
         if ready:
             self.notifier.ready(summary_line(self.status(), self.cleaner.kind))
 
-    def _forced(self, settings: Settings) -> Settings:
+    def _forced(self, settings: Settings[StoreSection]) -> Settings[StoreSection]:
         """``settings`` as this run uses them: with ``--dry-run``, ``dryRun`` is true."""
         if not self.force_dry_run or settings.daemon.dry_run:
             return settings
@@ -379,7 +378,7 @@ class Daemon:
         self._file_hash_of[forced.config_hash] = settings.config_hash
         return forced
 
-    def _apply(self, new: Settings, old: Settings) -> None:
+    def _apply(self, new: Settings[StoreSection], old: Settings[StoreSection]) -> None:
         with self._pending_lock:
             self._pending_settings = new
         cadence = self.cleaner.kind.cadence
@@ -389,7 +388,7 @@ class Daemon:
             self.state.rescheduled(interval)
 
     # ---- for the metrics (observe.daemon_metrics.DaemonView) ----------------------------
-    def settings_in_force(self) -> Settings:
+    def settings_in_force(self) -> Settings[StoreSection]:
         return self.state.settings
 
     def control_state(self) -> dict[str, object] | None:

@@ -28,7 +28,7 @@ from typing import Protocol
 
 import structlog
 
-from retentiond.config.settings import Settings
+from retentiond.config.settings import Settings, StoreSection
 from retentiond.engine.execute import Executor, JournalFailed, Outcome, RoundContext
 from retentiond.engine.faults import FaultCounters, OnceReporter, StoreErrorWatch
 from retentiond.engine.guard import STATUS_HELD, Guard
@@ -158,7 +158,7 @@ class Cleaner:
         self.listeners: tuple[RoundListener, ...] = ()  # see add_listener
         self.state = CleanerState()
         self.last_result: RoundResult | None = None
-        self.guard = Guard(proc_root, hold_rules, announce=announce_proc_view)
+        self.guard = Guard(proc_root, hold_rules, brokers=kind.brokers, announce=announce_proc_view)
         self.faults = FaultCounters()
         self._bad_files = OnceReporter(self.faults)
         self._store_errors = StoreErrorWatch(self.faults)
@@ -173,7 +173,7 @@ class Cleaner:
             )
 
     @property
-    def settings(self) -> Settings:
+    def settings(self) -> Settings[StoreSection]:
         return self.kind.settings
 
     def add_listener(self, listener: RoundListener) -> None:
@@ -190,7 +190,7 @@ class Cleaner:
     def _phase(self, phase: str) -> None:
         self._notify(lambda listener: listener.phase_started(phase))
 
-    def reconfigure(self, settings: Settings) -> None:
+    def reconfigure(self, settings: Settings[StoreSection]) -> None:
         """Take new settings from the next round on; round state survives a reload."""
         self.kind.reconfigure(settings)
 

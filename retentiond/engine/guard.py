@@ -14,7 +14,7 @@ holds a file, so every file counts as held and waits for its forcible interval.
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
 import structlog
 
@@ -24,7 +24,7 @@ from retentiond.engine.execute import Outcome
 from retentiond.engine.holders import PROC, HolderMap, LockOwner, nobody_has_open
 from retentiond.engine.holds import HeldFile, HoldersOf, HoldIntervals
 from retentiond.engine.inuse import InUse
-from retentiond.engine.kind import AnyKind
+from retentiond.engine.kind import AnyKind, BrokerMain
 from retentiond.engine.owner import OwnerReport, OwnerWatch
 
 log = structlog.get_logger("retentiond.guard")
@@ -44,11 +44,12 @@ class Guard:
         self,
         proc_root: str = PROC,
         hold_rules: HoldIntervals | None = None,
+        brokers: Sequence[BrokerMain] = (),
         *,
         announce: bool = True,
     ) -> None:
         self.inuse = InUse(proc_root, announce=announce)
-        self.owner_watch = OwnerWatch(proc_root)
+        self.owner_watch = OwnerWatch(proc_root, brokers)
         self.hold_rules = hold_rules  # None: the kind's own (tests pass short intervals)
         self._warned_invisible_owner = False
         # Files this round counted as held only because /proc could not show every process

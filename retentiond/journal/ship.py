@@ -47,7 +47,7 @@ from urllib.parse import quote
 
 import structlog
 
-from retentiond.config.settings import Settings
+from retentiond.config.settings import Settings, StoreSection
 from retentiond.journal import writer as jr
 from retentiond.journal.reconcile import ReconcileResult, reconcile
 
@@ -449,7 +449,7 @@ def _count(result: ShipResult, now: int, counters: ShipCounters | None) -> None:
 
 
 def ship_with_settings(
-    settings: Settings,
+    settings: Settings[StoreSection],
     directory: Path,
     journal: JournalLike | None = None,
     *,

@@ -21,7 +21,7 @@ from prometheus_client import disable_created_metrics
 from prometheus_client.registry import Collector
 
 from retentiond.config.metrics import is_loopback, parse_listen
-from retentiond.config.settings import Settings
+from retentiond.config.settings import Settings, StoreSection
 from retentiond.engine.cleaner import Cleaner, RoundResult
 from retentiond.engine.kind import RoundPlan
 from retentiond.observe.families import Counter, Gauge
@@ -33,7 +33,7 @@ log = structlog.get_logger("retentiond.metrics")
 _BIND_BACKOFF_S = (1.0, 2.0, 5.0, 10.0, 30.0)
 
 
-def build_server(metrics: RetentionMetrics, settings: Settings) -> MetricsServer:
+def build_server(metrics: RetentionMetrics, settings: Settings[StoreSection]) -> MetricsServer:
     """The server the settings describe (validated by the loader; files re-checked here)."""
     d = settings.daemon
     host, port = parse_listen(d.metrics_listen)
@@ -107,7 +107,7 @@ class EndpointCollector(Collector):
 class DaemonView(Protocol):
     """What the metrics read of the running daemon, at scrape time."""
 
-    def settings_in_force(self) -> Settings:
+    def settings_in_force(self) -> Settings[StoreSection]:
         """The settings of the last applied reload (the metrics' labels follow them)."""
         ...
 

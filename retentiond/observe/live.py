@@ -27,7 +27,7 @@ from prometheus_client.core import Metric
 from prometheus_client.registry import Collector
 
 from retentiond import __version__
-from retentiond.config.settings import Settings
+from retentiond.config.settings import Settings, StoreSection
 from retentiond.engine.figures import StoreStats
 from retentiond.engine.kind import AnyKind
 from retentiond.kinds import VOICES
@@ -51,7 +51,7 @@ class MetricsState(Protocol):
     stats: StoreStats | None
     kind: AnyKind
     status: Callable[[], Mapping[str, object]] | None
-    current_settings: Callable[[], Settings]
+    current_settings: Callable[[], Settings[StoreSection]]
     clock_s: Callable[[], float]
 
 
@@ -105,7 +105,7 @@ class LiveCollector(Collector):
             ),
         )
 
-    def _disk(self, settings: Settings, now_s: float) -> Iterator[Metric]:
+    def _disk(self, settings: Settings[StoreSection], now_s: float) -> Iterator[Metric]:
         ratio, state, threshold = self._disk_families()
         base = list(self.metrics.base)
         disk = self.metrics.kind.disk_figures(settings, int(now_s * 1000))
@@ -146,7 +146,7 @@ class LiveCollector(Collector):
             ),
         )
 
-    def _store(self, settings: Settings, now_s: float) -> Iterator[Metric]:
+    def _store(self, settings: Settings[StoreSection], now_s: float) -> Iterator[Metric]:
         stats = self.metrics.stats  # one reference read: the snapshot is never mutated
         if stats is None:
             return
@@ -207,7 +207,7 @@ class LiveCollector(Collector):
             ),
         )
 
-    def _status(self, settings: Settings, now_s: float) -> Iterator[Metric]:
+    def _status(self, settings: Settings[StoreSection], now_s: float) -> Iterator[Metric]:
         if self.metrics.status is None:
             return
         doc = self.metrics.status()
@@ -279,7 +279,7 @@ class LiveCollector(Collector):
             ),
         )
 
-    def _config(self, settings: Settings, now_s: float) -> Iterator[Metric]:
+    def _config(self, settings: Settings[StoreSection], now_s: float) -> Iterator[Metric]:
         info, store, build, reserved, interval = self._config_families()
         base = list(self.metrics.base)
         kind = self.metrics.kind
@@ -293,7 +293,7 @@ class LiveCollector(Collector):
         interval.add_metric(base, kind.cadence(settings).round_interval_ms / 1000)
         yield from (info, store, build, reserved, interval)
 
-    def _info_labels(self, settings: Settings) -> list[str]:
+    def _info_labels(self, settings: Settings[StoreSection]) -> list[str]:
         """``retentiond_config_info``'s values after the hash. The kind fills the labels of
         its own keys and leaves the other kinds' empty (an empty label is an absent one to
         Prometheus), so a Kafka daemon does not show RocketMQ defaults it never applies."""

@@ -41,7 +41,7 @@ from prometheus_client import (
 from prometheus_client.core import Metric
 from prometheus_client.registry import Collector
 
-from retentiond.config.settings import Settings
+from retentiond.config.settings import Settings, StoreSection
 from retentiond.engine.cleaner import Cleaner, RoundListener, RoundResult
 from retentiond.engine.execute import Outcome
 from retentiond.engine.figures import StoreStats
@@ -80,10 +80,10 @@ class RetentionMetrics:
 
     def __init__(
         self,
-        settings: Settings,
+        settings: Settings[StoreSection],
         *,
         registry: CollectorRegistry | None = None,
-        current_settings: Callable[[], Settings] | None = None,
+        current_settings: Callable[[], Settings[StoreSection]] | None = None,
         status: StatusFn | None = None,
         clock_s: Callable[[], float] = wall_s,
         kind: AnyKind | None = None,

@@ -18,9 +18,9 @@ from pathlib import Path
 from prometheus_client.core import Metric
 from prometheus_client.registry import Collector
 
-from retentiond.config.loader import load_settings
 from retentiond.engine.figures import StoreStats
 from retentiond.journal.ship import ShipCounters
+from retentiond.kinds import load_settings
 from retentiond.observe.daemon_metrics import EndpointCollector
 from retentiond.observe.metrics import BASE_LABELS, RetentionMetrics
 from retentiond.observe.ship_metrics import ShipCollector

@@ -25,7 +25,7 @@ from typing import Any
 
 import pytest
 
-from retentiond.config.loader import load_settings
+from retentiond.kinds import load_settings
 from tests.conftest import Tmpfs
 from tests.helpers.cli import CliResult, run_cli
 from tests.helpers.daemons import Daemon, spawn_run

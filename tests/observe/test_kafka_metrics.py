@@ -10,11 +10,10 @@ from typing import Any
 
 from prometheus_client import CollectorRegistry
 
-from retentiond.config.loader import load_settings
 from retentiond.daemon.state import DaemonState
 from retentiond.engine.cleaner import Cleaner
 from retentiond.journal.writer import Journal, Origin
-from retentiond.kinds import kind_for
+from retentiond.kinds import kind_for, load_settings
 from retentiond.kinds.kafka.kind import DISK_WARNING_RATIO
 from retentiond.observe.metrics import RetentionMetrics
 from tests.conftest import Tmpfs

@@ -23,9 +23,8 @@ import pytest
 from prometheus_client import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
-from retentiond.config.loader import load_settings
 from retentiond.engine.cleaner import Cleaner
-from retentiond.kinds import kind_for
+from retentiond.kinds import kind_for, load_settings
 from retentiond.observe.metrics import RetentionMetrics
 from retentiond.storegen.rocketmq import StoreSpec, generate_store, write_config
 from tests.helpers.broker_proc import FakeBroker

@@ -17,18 +17,17 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from retentiond.config.kafka import broker_retention
-from retentiond.config.settings import Settings
+from retentiond.config.settings import Settings, StoreSection
 from retentiond.engine.decision import Decision
 from retentiond.engine.disk import measure_path
 from retentiond.engine.execute import open_dir_below
 from retentiond.engine.figures import DiskFigures, KindStats, StoreStats
 from retentiond.engine.holds import HeldFile
-from retentiond.engine.kind import Cadence, RoundServices, StatusDoc
+from retentiond.engine.kind import BrokerMain, Cadence, RoundServices, StatusDoc
 from retentiond.engine.rollup import IdleView
 from retentiond.engine.runs import Run
 from retentiond.kinds.kafka import formats as fm
-from retentiond.kinds.kafka.config import KafkaServerConfig, for_server
+from retentiond.kinds.kafka.config import KafkaServer, broker_retention, kafka_of
 from retentiond.kinds.kafka.metadata import METADATA_PARTITION_DIR, MetadataError, read_metadata
 from retentiond.kinds.kafka.offline import (
     LogDirLock,
@@ -79,18 +78,22 @@ class Kafka(KafkaVoice):
     # own: a broker writes until the disk is full and then takes the log dir offline.
     disk_warning_ratio: float = DISK_WARNING_RATIO
 
-    def __init__(self, settings: Settings, server: KafkaServerConfig) -> None:
+    # Kafka's main class in ZooKeeper and KRaft mode alike.
+    brokers: tuple[BrokerMain, ...] = (
+        BrokerMain("kafka", "a Kafka broker (kafka.Kafka)", classes=frozenset({"kafka.Kafka"})),
+    )
+
+    def __init__(self, settings: Settings[KafkaServer], server: KafkaServer | None = None) -> None:
         self.settings = settings
-        self.server = server
-        self.locks = {d: LogDirLock(d) for d in server.log_dirs}
+        self.server = server if server is not None else settings.store
+        self.locks = {d: LogDirLock(d) for d in self.server.log_dirs}
         self.last_plan_only: list[str] = []
 
-    def reconfigure(self, settings: Settings) -> None:
+    def reconfigure(self, settings: Settings[StoreSection]) -> None:
         """A reload: new retention values from the next round on. The log dirs cannot
         change while running (``log.dirs`` is a restart key), so the locks stay."""
-        self.settings = settings
-        if settings.kafka is not None:
-            self.server = for_server(settings.kafka)
+        self.settings = kafka_of(settings)
+        self.server = self.settings.store
 
     # ---- where its files are ------------------------------------------------------------
     def directories(self) -> tuple[str, ...]:
@@ -333,7 +336,7 @@ class Kafka(KafkaVoice):
             oldest = mtime_ms if oldest is None else min(oldest, mtime_ms)
         return StoreStats({Kind.KAFKA_SEGMENT: KindStats(count, size, oldest, plan.now_ms)})
 
-    def disk_figures(self, settings: Settings, now_ms: int) -> DiskFigures:
+    def disk_figures(self, settings: Settings[StoreSection], now_ms: int) -> DiskFigures:
         """Each log dir's filesystem, and the disk state: ``warning_level`` when one of them is
         above ``disk_warning_ratio`` (as RocketMQ's warning level, strictly above), ``ok`` when
         every one was measured and none is, no state at all while a dir cannot be measured
@@ -354,13 +357,13 @@ class Kafka(KafkaVoice):
     def phases_succeeded(self, plan: KafkaPlan) -> tuple[str, ...]:
         return () if plan.errors else self.phases
 
-    def cadence(self, settings: Settings) -> Cadence:
+    def cadence(self, settings: Settings[StoreSection]) -> Cadence:
         """log.retention.check.interval.ms; the retry interval is the default one."""
-        return Cadence(
-            settings.clean_resource_interval_ms, settings.redelete_hanged_file_interval_ms
-        )
+        return Cadence(settings.round_interval_ms, settings.retry_interval_ms)
 
-    def status_settings(self, settings: Settings, scan: StatusDoc | None) -> dict[str, object]:
+    def status_settings(
+        self, settings: Settings[StoreSection], scan: StatusDoc | None
+    ) -> dict[str, object]:
         """Kafka has no hour of day and no disk states: both keys are null."""
         return {"delete_when": None, "disk": None}
 
@@ -368,11 +371,9 @@ class Kafka(KafkaVoice):
         """What the scan reported (its plan-only log dirs), the verdict counts left out."""
         return {k: v for k, v in scan.items() if k != "reasons"}
 
-    def info_labels(self, settings: Settings) -> dict[str, str]:
+    def info_labels(self, settings: Settings[StoreSection]) -> dict[str, str]:
         """The broker-wide retention (a topic's own config may differ)."""
-        server = settings.kafka
-        if server is None:
-            return {}
+        server = kafka_of(settings).store
         try:
             broker = broker_retention(server.broker_props, server.path)
         except ValueError:  # validated at load; a scrape never fails on it anyway
@@ -383,7 +384,7 @@ class Kafka(KafkaVoice):
             "log_cleanup_policy": ",".join(sorted(broker.cleanup_policy)),
         }
 
-    def reserved_time_s(self, settings: Settings) -> float | None:
+    def reserved_time_s(self, settings: Settings[StoreSection]) -> float | None:
         return None  # retention is per topic
 
     def plan_only_notes(self, plan: KafkaPlan) -> list[str]:

@@ -20,17 +20,18 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from retentiond.config.settings import Settings
+from retentiond.config.settings import Settings, StoreSection
 from retentiond.engine.decision import Decision
 from retentiond.engine.execute import open_dir_below
 from retentiond.engine.figures import DiskFigures, StoreStats
 from retentiond.engine.holds import HeldFile
-from retentiond.engine.kind import Cadence, RoundServices, StatusDoc
+from retentiond.engine.kind import BrokerMain, Cadence, RoundServices, StatusDoc
 from retentiond.engine.rollup import IdleView
 from retentiond.engine.runs import Outcome, Run
 from retentiond.journal.place import default_journal_dir
 from retentiond.kinds.rocketmq import scancache
 from retentiond.kinds.rocketmq.commitlog import expired_pending, newest_kept_index, plan_commitlog
+from retentiond.kinds.rocketmq.config import RocketMQStore, rocketmq_of
 from retentiond.kinds.rocketmq.disk import DiskUsage, measure, round_fields
 from retentiond.kinds.rocketmq.figures import disk_figures, status_fields, store_stats
 from retentiond.kinds.rocketmq.holds import HoldRules, hold_commitlog, hold_queues
@@ -70,9 +71,19 @@ class RocketMQ(RocketMQVoice):
         )
     )
 
-    def __init__(self, settings: Settings) -> None:
+    # The broker's main class by its last dotted part: 5.x also ships a container that runs
+    # brokers in one JVM.
+    brokers: tuple[BrokerMain, ...] = (
+        BrokerMain(
+            "rocketmq",
+            "a RocketMQ broker (BrokerStartup)",
+            simple_names=frozenset({"BrokerStartup", "BrokerContainerStartup"}),
+        ),
+    )
+
+    def __init__(self, settings: Settings[RocketMQStore]) -> None:
         self.settings = settings
-        self.reader = BinaryReader(settings.mapped_file_size_consumequeue)
+        self.reader = BinaryReader(settings.store.mapped_file_size_consumequeue)
         self.lister = QueueLister()  # directory listings carried between rounds
         self.queue_memo: dict[str, QueueDecision] = {}  # earlier decisions (see plan_queues)
         self.last_physical_min_offset = 0  # upstream CleanConsumeQueueService; 0 after a restart
@@ -97,7 +108,7 @@ class RocketMQ(RocketMQVoice):
                 directory = Path(s.daemon.journal_dir)
             else:
                 directory = default_journal_dir(self.directories())
-            self._cache_path = scancache.cache_file(directory, str(s.consumequeue_dir))
+            self._cache_path = scancache.cache_file(directory, str(s.store.consumequeue_dir))
         return self._cache_path if self._cache_path.parent.is_dir() else None
 
     def _load_scan_cache(self) -> None:
@@ -108,7 +119,7 @@ class RocketMQ(RocketMQVoice):
         if path is not None:
             with gc_paused():
                 got = scancache.load(
-                    path, str(self.settings.consumequeue_dir), self.reader.cq_file_size
+                    path, str(self.settings.store.consumequeue_dir), self.reader.cq_file_size
                 )
             if got is not None and not self.queue_memo:  # (a fresh kind: always empty)
                 queues, self.loaded_values, parents = got
@@ -124,7 +135,7 @@ class RocketMQ(RocketMQVoice):
         path = self._scan_cache_path()
         if path is not None and scancache.save(
             path,
-            str(self.settings.consumequeue_dir),
+            str(self.settings.store.consumequeue_dir),
             self.lister,
             self.queue_memo,
             self.loaded_values,
@@ -132,9 +143,13 @@ class RocketMQ(RocketMQVoice):
         ):
             self._saved_reads = self.reader.reads
 
-    def reconfigure(self, settings: Settings) -> None:
-        if settings.mapped_file_size_consumequeue != self.settings.mapped_file_size_consumequeue:
-            self.reader = BinaryReader(settings.mapped_file_size_consumequeue)
+    def reconfigure(self, new: Settings[StoreSection]) -> None:
+        settings = rocketmq_of(new)
+        if (
+            settings.store.mapped_file_size_consumequeue
+            != self.settings.store.mapped_file_size_consumequeue
+        ):
+            self.reader = BinaryReader(settings.store.mapped_file_size_consumequeue)
             self.queue_memo = {}
             self.loaded_values = None
             self._saved_reads = 0
@@ -143,11 +158,15 @@ class RocketMQ(RocketMQVoice):
     # ---- where its files are ------------------------------------------------------------
     def directories(self) -> tuple[str, ...]:
         s = self.settings
-        dirs = [*map(str, s.store_path_commitlog), str(s.consumequeue_dir), str(s.index_dir)]
+        dirs = [
+            *map(str, s.store.store_path_commitlog),
+            str(s.store.consumequeue_dir),
+            str(s.store.index_dir),
+        ]
         return tuple(sorted({*dirs, *(os.path.realpath(d) for d in dirs)}))
 
     def owner_lock(self) -> str:
-        return str(self.settings.store_path_root_dir / "lock")
+        return str(self.settings.store.store_path_root_dir / "lock")
 
     def hold_intervals(self) -> HoldRules:
         return HoldRules.from_settings(self.settings)
@@ -233,7 +252,7 @@ class RocketMQ(RocketMQVoice):
         after a restart) the plan is made again with them.
         """
         s = self.settings
-        usage = measure([str(p) for p in s.store_path_commitlog], snap.consumequeue_dir)
+        usage = measure([str(p) for p in s.store.store_path_commitlog], snap.consumequeue_dir)
         self.last_usage = usage
         rnd.refresh_pending()
         cl = self._commitlog_for(snap, usage, rnd)
@@ -323,8 +342,8 @@ class RocketMQ(RocketMQVoice):
     ) -> StoreStats:
         return store_stats(plan, self.settings, deleted, previous)
 
-    def disk_figures(self, settings: Settings, now_ms: int) -> DiskFigures:
-        return disk_figures(settings, now_ms)
+    def disk_figures(self, settings: Settings[StoreSection], now_ms: int) -> DiskFigures:
+        return disk_figures(rocketmq_of(settings), now_ms)
 
     def phases_succeeded(self, plan: Plan) -> tuple[str, ...]:
         """The queue service always completes; the CommitLog one not when the disk could not
@@ -333,25 +352,26 @@ class RocketMQ(RocketMQVoice):
             return self.phases
         return (Kind.CONSUMEQUEUE.value,)
 
-    def cadence(self, settings: Settings) -> Cadence:
+    def cadence(self, settings: Settings[StoreSection]) -> Cadence:
         """cleanResourceInterval; redeleteHangedFileInterval."""
-        return Cadence(
-            settings.clean_resource_interval_ms, settings.redelete_hanged_file_interval_ms
-        )
+        return Cadence(settings.round_interval_ms, settings.retry_interval_ms)
 
-    def status_settings(self, settings: Settings, scan: StatusDoc | None) -> dict[str, object]:
+    def status_settings(
+        self, settings: Settings[StoreSection], scan: StatusDoc | None
+    ) -> dict[str, object]:
         """deleteWhen, and the disk: the last scan's ratios against the thresholds in force."""
+        store = rocketmq_of(settings).store
         triggers = (scan or {}).get("triggers")
         t = triggers if isinstance(triggers, Mapping) else {}
         return {
-            "delete_when": settings.delete_when,
+            "delete_when": store.delete_when,
             "disk": {
                 "commitlog_ratio": t.get("physic_ratio"),
                 "consumequeue_ratio": t.get("logics_ratio"),
                 "state": t.get("disk_state"),
-                "max_used_ratio": settings.disk_max_used_ratio_fraction,
-                "clean_forcibly_ratio": settings.disk_space_clean_forcibly_ratio,
-                "warning_level_ratio": settings.disk_space_warning_level_ratio,
+                "max_used_ratio": store.disk_max_used_ratio_fraction,
+                "clean_forcibly_ratio": store.disk_space_clean_forcibly_ratio,
+                "warning_level_ratio": store.disk_space_warning_level_ratio,
             },
         }
 
@@ -369,21 +389,21 @@ class RocketMQ(RocketMQVoice):
             "manual_rounds_left": manual_rounds_left,
         }
 
-    def info_labels(self, settings: Settings) -> dict[str, str]:
-        s = settings
+    def info_labels(self, settings: Settings[StoreSection]) -> dict[str, str]:
+        s = rocketmq_of(settings)
         return {
-            "file_reserved_time_hours": str(s.file_reserved_time_hours),
-            "delete_when": s.delete_when,
-            "disk_max_used_space_ratio": f"{s.disk_max_used_ratio_fraction:g}",
-            "disk_space_clean_forcibly_ratio": f"{s.disk_space_clean_forcibly_ratio:g}",
-            "disk_space_warning_level_ratio": f"{s.disk_space_warning_level_ratio:g}",
-            "clean_file_forcibly_enable": str(s.clean_file_forcibly_enable).lower(),
-            "delete_file_batch_max": str(s.delete_file_batch_max),
+            "file_reserved_time_hours": str(s.store.file_reserved_time_hours),
+            "delete_when": s.store.delete_when,
+            "disk_max_used_space_ratio": f"{s.store.disk_max_used_ratio_fraction:g}",
+            "disk_space_clean_forcibly_ratio": f"{s.store.disk_space_clean_forcibly_ratio:g}",
+            "disk_space_warning_level_ratio": f"{s.store.disk_space_warning_level_ratio:g}",
+            "clean_file_forcibly_enable": str(s.store.clean_file_forcibly_enable).lower(),
+            "delete_file_batch_max": str(s.store.delete_file_batch_max),
         }
 
-    def reserved_time_s(self, settings: Settings) -> float | None:
+    def reserved_time_s(self, settings: Settings[StoreSection]) -> float | None:
         """fileReservedTime."""
-        return settings.file_reserved_time_hours * 3600.0
+        return rocketmq_of(settings).store.file_reserved_time_hours * 3600.0
 
     def plan_only_notes(self, plan: Plan) -> list[str]:
         return []  # a RocketMQ round deletes beside a running broker, as the broker would
@@ -395,24 +415,24 @@ class RocketMQ(RocketMQVoice):
         s = self.settings
         parent = os.path.dirname(decision.path)
         if decision.kind is Kind.COMMITLOG:
-            if parent not in {str(p) for p in s.store_path_commitlog}:
+            if parent not in {str(p) for p in s.store.store_path_commitlog}:
                 raise PermissionError(f"{parent} is not a configured CommitLog path")
             return open_dir_below(parent)
         if decision.kind is Kind.INDEX:
-            if parent != str(s.index_dir):
+            if parent != str(s.store.index_dir):
                 raise PermissionError(f"{parent} is not the index directory")
             return open_dir_below(parent)
         topic_dir = os.path.dirname(parent)
         if decision.kind is not Kind.CONSUMEQUEUE or os.path.dirname(topic_dir) != str(
-            s.consumequeue_dir
+            s.store.consumequeue_dir
         ):
             raise PermissionError(f"{parent} is not a queue directory of this store")
         return open_dir_below(
-            str(s.consumequeue_dir), os.path.basename(topic_dir), os.path.basename(parent)
+            str(s.store.consumequeue_dir), os.path.basename(topic_dir), os.path.basename(parent)
         )
 
     def _expired(self, d: Decision, now_ms: int) -> bool:
-        reserved = self.settings.file_reserved_time_hours * _HOUR_MS
+        reserved = self.settings.store.file_reserved_time_hours * _HOUR_MS
         return d.identity is not None and now_ms >= d.identity.mtime_ms + reserved
 
     def recheck(
@@ -427,7 +447,9 @@ class RocketMQ(RocketMQVoice):
         if floor is None:
             return "no minimum offset to re-check against"
         if d.kind is Kind.CONSUMEQUEUE:
-            fresh = BinaryReader(self.settings.mapped_file_size_consumequeue).cq_last_offset(d.path)
+            fresh = BinaryReader(self.settings.store.mapped_file_size_consumequeue).cq_last_offset(
+                d.path
+            )
             if fresh.value is None or fresh.value >= floor:
                 return f"last unit re-read as {fresh.value} ({fresh.problem or 'not below'})"
             return None
@@ -447,7 +469,7 @@ class RocketMQ(RocketMQVoice):
                 and d.reason is Reason.FORCED_AFTER_HOLD
                 and not self._expired(d, now_ms)
             ),
-            "file_reserved_time_hours": self.settings.file_reserved_time_hours,
+            "file_reserved_time_hours": self.settings.store.file_reserved_time_hours,
         }
 
 
@@ -473,7 +495,7 @@ def gc_paused() -> Iterator[None]:
             gc.enable()
 
 
-def commitlog_run(cl: CommitLogPlan, settings: Settings) -> Run:
+def commitlog_run(cl: CommitLogPlan, settings: Settings[RocketMQStore]) -> Run:
     """deleteExpiredFileByTime's pacing (spec §4.5): sleep after a deletion unless the batch
     is full or no candidate followed it; at most ``deleteFileBatchMax`` files."""
     candidates = [d for d in cl.decisions if d.reason is not Reason.NEWEST_FILE]
@@ -484,17 +506,17 @@ def commitlog_run(cl: CommitLogPlan, settings: Settings) -> Run:
         deletions.append(d)
     return Run(
         tuple(deletions),
-        pause_between_ms=settings.delete_commitlog_files_interval_ms,
+        pause_between_ms=settings.store.delete_commitlog_files_interval_ms,
         pause_after_last=len(deletions) < len(candidates),
-        batch_max=settings.delete_file_batch_max,
+        batch_max=settings.store.delete_file_batch_max,
     )
 
 
-def queue_runs(qp: QueuesPlan, settings: Settings) -> list[Run]:
+def queue_runs(qp: QueuesPlan, settings: Settings[RocketMQStore]) -> list[Run]:
     """Each queue oldest-first with a sleep after each queue that lost a file (upstream's
     deleteConsumeQueueFilesInterval); then the index list, unpaced."""
     runs = [
-        Run(q.deleted, pause_after_ms=settings.delete_consumequeue_files_interval_ms,
+        Run(q.deleted, pause_after_ms=settings.store.delete_consumequeue_files_interval_ms,
             floor=qp.min_offset)
         for q in qp.queues
         if q.deleted
