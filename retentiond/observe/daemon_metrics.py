@@ -28,7 +28,7 @@ from retentiond.engine.kind import RoundPlan
 from retentiond.observe.metrics import RetentionMetrics
 from retentiond.observe.server import MetricsServer, PasswordFile, TlsFiles
 
-log = structlog.get_logger("retentiond.metrics")
+log = structlog.get_logger(__name__)
 
 _BIND_BACKOFF_S = (1.0, 2.0, 5.0, 10.0, 30.0)
 

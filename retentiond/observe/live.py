@@ -32,7 +32,7 @@ from retentiond.engine.figures import StoreStats
 from retentiond.engine.kind import AnyKind
 from retentiond.kinds import VOICES
 
-log = structlog.get_logger("retentiond.metrics")
+log = structlog.get_logger(__name__)
 
 BASE = ["cluster", "broker"]
 RELOAD_RESULTS = ("applied", "unchanged", "refused")
