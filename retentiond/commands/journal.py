@@ -139,7 +139,7 @@ def _loses(record: dict[str, object]) -> str:
 
 
 def _row(record: dict[str, object], zone: ZoneInfo | None) -> list[str]:
-    from retentiond.engine.units import human_age, human_bytes
+    from retentiond.text.units import human_age, human_bytes
 
     kind = record.get("type")
     if kind in ("round", "round_summary"):
@@ -187,7 +187,7 @@ def render_table(
 ) -> str:
     """One line per record, oldest first; the TYPE column only when several types show, the
     LOSES column only when a record says what it lost."""
-    from retentiond.engine.units import human_bytes
+    from retentiond.text.units import human_bytes
 
     header = [
         f"TIME ({_zone_label(zone, zone_name)})",

@@ -52,7 +52,7 @@ import yaml
 from retentiond.config.settings import Settings, StoreSection
 from retentiond.observe.listener import ErrorCounts, keep_serving
 
-log = structlog.get_logger("retentiond.daemon.control")
+log = structlog.get_logger(__name__)
 
 DEFAULT_RUNTIME_DIR = Path("/run/retentiond")
 SOCKET_NAME = "control.sock"

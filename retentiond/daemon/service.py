@@ -49,7 +49,7 @@ from retentiond.journal.writer import Journal
 from retentiond.kinds import kind_for, load_settings
 from retentiond.observe.daemon_metrics import DaemonMetrics
 
-log = structlog.get_logger("retentiond.daemon")
+log = structlog.get_logger(__name__)
 
 ROUND_JOB = "round"
 STOP_DEADLINE_S = 1.5  # the service must be gone within 2 s of SIGTERM

@@ -17,7 +17,7 @@ from retentiond.journal.ship import ShipCounters, ship_with_settings
 from retentiond.journal.writer import Journal
 from retentiond.observe.ship_metrics import ShipCollector
 
-log = structlog.get_logger("retentiond.ship")
+log = structlog.get_logger(__name__)
 
 SHIP_JOB = "ship"
 

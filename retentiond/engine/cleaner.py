@@ -32,21 +32,21 @@ from retentiond.config.settings import Settings, StoreSection
 from retentiond.engine.execute import Executor, JournalFailed, Outcome, RoundContext
 from retentiond.engine.faults import FaultCounters, OnceReporter, StoreErrorWatch
 from retentiond.engine.guard import STATUS_HELD, Guard
-from retentiond.engine.holders import PROC
 from retentiond.engine.holds import HeldFile, HoldIntervals, resolve
-from retentiond.engine.inuse import PendingTotals
 from retentiond.engine.kind import AnyKind, RoundPlan
-from retentiond.engine.owner import OwnerReport
+from retentiond.engine.proc.files import PROC
+from retentiond.engine.proc.inuse import PendingTotals
+from retentiond.engine.proc.owner import OwnerReport
 from retentiond.engine.refused import RefusedFile, record_refusal, waiting
-from retentiond.engine.rollup import RoundFolder
 from retentiond.engine.round import Mode, Round
 from retentiond.journal.place import shares_store_filesystem
 from retentiond.journal.reconcile import ReconcileResult, reconcile
+from retentiond.journal.rollup import RoundFolder
 from retentiond.journal.spool import SpoolingJournal
 from retentiond.journal.writer import Journal
 from retentiond.reasons import Cause, FileKind, Kind
 
-log = structlog.get_logger("retentiond.cleaner")
+log = structlog.get_logger(__name__)
 
 
 class RoundListener(Protocol):

@@ -34,7 +34,7 @@ from retentiond.engine.runs import Run as Run
 from retentiond.journal.reconcile import writer_identity
 from retentiond.reasons import Cause, Reason
 
-log = structlog.get_logger("retentiond.execute")
+log = structlog.get_logger(__name__)
 
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
 

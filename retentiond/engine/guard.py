@@ -21,13 +21,13 @@ import structlog
 from retentiond.engine.decision import Decision
 from retentiond.engine.disk import PathUsage, adjusted
 from retentiond.engine.execute import Outcome
-from retentiond.engine.holders import PROC, HolderMap, LockOwner, nobody_has_open
 from retentiond.engine.holds import HeldFile, HoldersOf, HoldIntervals
-from retentiond.engine.inuse import InUse
 from retentiond.engine.kind import AnyKind, BrokerMain
-from retentiond.engine.owner import OwnerReport, OwnerWatch
+from retentiond.engine.proc.files import PROC, HolderMap, LockOwner, nobody_has_open
+from retentiond.engine.proc.inuse import InUse
+from retentiond.engine.proc.owner import OwnerReport, OwnerWatch
 
-log = structlog.get_logger("retentiond.guard")
+log = structlog.get_logger(__name__)
 
 STATUS_HELD = 50  # held files listed in `status` (all are counted)
 

@@ -38,8 +38,8 @@ from retentiond.engine.decision import Decision
 from retentiond.engine.disk import PathUsage
 from retentiond.engine.figures import DiskFigures, StoreStats
 from retentiond.engine.holds import HeldFile, HoldIntervals
-from retentiond.engine.rollup import IdleView
 from retentiond.engine.runs import Outcome, Run
+from retentiond.journal.rollup import IdleView
 from retentiond.reasons import AnyReason, FileKind
 
 
@@ -247,7 +247,7 @@ class StoreKind(KindVoice, Protocol[SnapshotT, PlanT]):
 
     @property
     def brokers(self) -> tuple[BrokerMain, ...]:
-        """Its broker process, told by its main class (``engine.owner``)."""
+        """Its broker process, told by its main class (``engine.proc.owner``)."""
         ...
 
     @property
@@ -299,7 +299,7 @@ class StoreKind(KindVoice, Protocol[SnapshotT, PlanT]):
 
     def idle_view(self, record: Mapping[str, object]) -> IdleView | None:
         """How a ``round`` record of this kind reads for folding idle rounds into summaries
-        (``engine.rollup``): its state, ratio, stuck flag and the fields the summary carries.
+        (``journal.rollup``): its state, ratio, stuck flag and the fields the summary carries.
         None: never idle (the store could not be measured)."""
         ...
 

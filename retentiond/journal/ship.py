@@ -51,7 +51,7 @@ from retentiond.config.settings import Settings, StoreSection
 from retentiond.journal import writer as jr
 from retentiond.journal.reconcile import ReconcileResult, reconcile
 
-log = structlog.get_logger("retentiond.ship")
+log = structlog.get_logger(__name__)
 
 SHIP_LOCK_NAME = "ship.lock"
 _TYPE = re.compile(r"[a-z][a-z0-9_]{0,31}")

@@ -28,7 +28,7 @@ from retentiond.observe.families import Counter, Gauge
 from retentiond.observe.metrics import BASE_LABELS, RetentionMetrics
 from retentiond.observe.server import MetricsServer, PasswordFile, TlsFiles
 
-log = structlog.get_logger("retentiond.metrics")
+log = structlog.get_logger(__name__)
 
 _BIND_BACKOFF_S = (1.0, 2.0, 5.0, 10.0, 30.0)
 

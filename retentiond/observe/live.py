@@ -33,7 +33,7 @@ from retentiond.engine.kind import AnyKind
 from retentiond.kinds import VOICES
 from retentiond.observe.families import Counter, Gauge
 
-log = structlog.get_logger("retentiond.metrics")
+log = structlog.get_logger(__name__)
 
 BASE = ["cluster", "broker"]
 RELOAD_RESULTS = ("applied", "unchanged", "refused")

@@ -46,13 +46,13 @@ from retentiond.engine.cleaner import Cleaner, RoundListener, RoundResult
 from retentiond.engine.execute import Outcome
 from retentiond.engine.figures import StoreStats
 from retentiond.engine.kind import AnyKind, RoundPlan
-from retentiond.engine.owner import OwnerReport
+from retentiond.engine.proc.owner import OwnerReport
 from retentiond.kinds import kind_for
 from retentiond.observe.live import LiveCollector
 from retentiond.observe.owner_metrics import OwnerCollector
 from retentiond.reasons import FORCED_REASONS, Cause
 
-log = structlog.get_logger("retentiond.metrics")
+log = structlog.get_logger(__name__)
 
 BASE_LABELS = ("cluster", "broker")
 # From a quiet round (milliseconds) to a CommitLog pass pacing 10 deletions at the default

@@ -1,6 +1,6 @@
 """The owner broker's process on ``/metrics``: who it is, and how near its map and file limits.
 
-The figures are read by the round (``engine.owner.OwnerWatch``, once per round) and only
+The figures are read by the round (``engine.proc.owner.OwnerWatch``, once per round) and only
 *read* here: a scrape costs a reference read, never a walk of ``/proc/<pid>/maps`` (0.1 s for
 a broker with 100,000 mappings, bench/README.md), however often Prometheus asks. The gauges
 carry only ``cluster`` and ``broker``, so a broker restart (a new pid) continues the same
@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterator
 from prometheus_client.core import Metric
 from prometheus_client.registry import Collector
 
-from retentiond.engine.owner import OwnerReport
+from retentiond.engine.proc.owner import OwnerReport
 from retentiond.observe.families import Gauge
 
 BASE = ["cluster", "broker"]

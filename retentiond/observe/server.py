@@ -38,7 +38,7 @@ from prometheus_client import CollectorRegistry, make_wsgi_app
 from retentiond.config.metrics import read_password
 from retentiond.observe.listener import ErrorCounts, keep_serving
 
-log = structlog.get_logger("retentiond.metrics")
+log = structlog.get_logger(__name__)
 
 RELOAD_CHECK_S = 5.0  # how often the certificate files are stat-ed, at most
 REALM = "retentiond"

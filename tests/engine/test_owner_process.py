@@ -1,5 +1,5 @@
 """The broker beside us, with real processes: a stand-in broker takes the store lock, maps
-files, opens descriptors and lowers its own RLIMIT_NOFILE; what ``engine.owner`` reports must
+files, opens descriptors and lowers its own RLIMIT_NOFILE; what ``engine.proc.owner`` reports must
 be exactly that. Plus a fixture /proc tree read through psutil's PROCFS_PATH (a host /proc
 mounted elsewhere: another PID namespace), and the start-up warning about processes that
 cannot be looked into, from a daemon without capabilities."""
@@ -19,9 +19,9 @@ import psutil
 import pytest
 from structlog.testing import capture_logs
 
-from retentiond.engine.holders import LockOwner, find_owner
-from retentiond.engine.inuse import InUse
-from retentiond.engine.owner import OwnerWatch, count_maps, read_owner, recognise
+from retentiond.engine.proc.files import LockOwner, find_owner
+from retentiond.engine.proc.inuse import InUse
+from retentiond.engine.proc.owner import OwnerWatch, count_maps, read_owner, recognise
 from retentiond.kinds.kafka.kind import Kafka
 from retentiond.kinds.rocketmq.kind import RocketMQ
 from tests.conftest import need
@@ -180,8 +180,8 @@ def test_a_broker_we_may_not_look_into_still_shows_what_is_world_readable(
     need(shutil.which("setpriv") is not None, "setpriv (util-linux) is needed")
     script = (
         "import json, sys\n"
-        "from retentiond.engine.holders import find_owner\n"
-        "from retentiond.engine.owner import OwnerWatch\n"
+        "from retentiond.engine.proc.files import find_owner\n"
+        "from retentiond.engine.proc.owner import OwnerWatch\n"
         "from retentiond.kinds.rocketmq.kind import RocketMQ\n"
         "r = OwnerWatch(brokers=RocketMQ.brokers).refresh(find_owner(sys.argv[1]))\n"
         "print(json.dumps(r.process.as_dict()))\n"
@@ -217,7 +217,7 @@ def test_unreadable_processes_are_named_once_in_a_warning(tmp_path: Path) -> Non
     script = (
         "import sys\n"
         "from retentiond.observe.logging import configure\n"
-        "from retentiond.engine.inuse import InUse\n"
+        "from retentiond.engine.proc.inuse import InUse\n"
         "configure(json=True)\n"
         "u = InUse(sys.argv[3])\n"
         "for _ in range(3):\n"

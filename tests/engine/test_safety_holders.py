@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from retentiond.engine.cleaner import Cleaner
-from retentiond.engine.holders import (
+from retentiond.engine.proc.files import (
     build_holder_map,
     find_owner,
     parse_lock_line,

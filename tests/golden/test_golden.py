@@ -77,7 +77,7 @@ _NUMBER = r"-?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?"
 _ISO = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?(?:Z|[+-]\d\d:?\d\d)?")
 _EPOCH_MS = re.compile(r"\b1[5-9]\d{11}\b")  # a millisecond timestamp (2017..2033)
 _AGE = re.compile(r"\bage -?\d+ ms\b")
-# a human age in a text table (engine.units.human_age)
+# a human age in a text table (text.units.human_age)
 _AGE_CELL = re.compile(r"(?<= )-?\d+(?:d\d\dh|h\d\dm|m\d\ds)(?= )")
 _CONFIG_TEXT = re.compile(r"\bconfig [0-9a-f]{12}\b")
 _ROUND_TIME = re.compile(r"\bround done in \d+(?:\.\d+)?s\b")

@@ -28,8 +28,8 @@ from retentiond.engine.figures import DiskFigures, KindStats, StoreStats
 from retentiond.engine.holds import HeldFile
 from retentiond.engine.identity import FileIdentity, identity_of
 from retentiond.engine.kind import BrokerMain, Cadence, RoundServices, StatusDoc, StoreKind
-from retentiond.engine.rollup import IdleView
 from retentiond.engine.runs import Run
+from retentiond.journal.rollup import IdleView
 from retentiond.reasons import (
     SCHEMA_VERSION,
     AnyReason,

@@ -14,7 +14,6 @@ from retentiond.config.settings import Settings, StoreSection
 from retentiond.daemon.state import DaemonState
 from retentiond.daemon.statustext import render, summary_line
 from retentiond.engine.cleaner import Cleaner
-from retentiond.engine.jsonstream import encode_decision
 from retentiond.journal.writer import Journal, Origin, read_records
 from retentiond.observe.metrics import RetentionMetrics
 from retentiond.reasons import (
@@ -26,6 +25,7 @@ from retentiond.reasons import (
     register_kind,
     register_reason,
 )
+from retentiond.text.jsonstream import encode_decision
 from tests.standin.kind import (
     NUMBERED,
     TOO_OLD,

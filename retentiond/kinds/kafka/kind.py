@@ -24,8 +24,8 @@ from retentiond.engine.execute import open_dir_below
 from retentiond.engine.figures import DiskFigures, KindStats, StoreStats
 from retentiond.engine.holds import HeldFile
 from retentiond.engine.kind import BrokerMain, Cadence, RoundServices, StatusDoc
-from retentiond.engine.rollup import IdleView
 from retentiond.engine.runs import Run
+from retentiond.journal.rollup import IdleView
 from retentiond.kinds.kafka import formats as fm
 from retentiond.kinds.kafka.config import KafkaServer, broker_retention, kafka_of
 from retentiond.kinds.kafka.metadata import METADATA_PARTITION_DIR, MetadataError, read_metadata

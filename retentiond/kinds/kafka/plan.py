@@ -8,10 +8,10 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
 from retentiond.engine.decision import Decision
-from retentiond.engine.jsonstream import Rows, encode_decision
 from retentiond.kinds.kafka.policy import PartitionPlan
 from retentiond.kinds.kafka.scan import LogDirSnapshot
 from retentiond.reasons import SCHEMA_VERSION
+from retentiond.text.jsonstream import Rows, encode_decision
 
 
 class LogDirPlan:

@@ -26,9 +26,9 @@ from retentiond.engine.execute import open_dir_below
 from retentiond.engine.figures import DiskFigures, StoreStats
 from retentiond.engine.holds import HeldFile
 from retentiond.engine.kind import BrokerMain, Cadence, RoundServices, StatusDoc
-from retentiond.engine.rollup import IdleView
 from retentiond.engine.runs import Outcome, Run
 from retentiond.journal.place import default_journal_dir
+from retentiond.journal.rollup import IdleView
 from retentiond.kinds.rocketmq import scancache
 from retentiond.kinds.rocketmq.commitlog import expired_pending, newest_kept_index, plan_commitlog
 from retentiond.kinds.rocketmq.config import RocketMQStore, rocketmq_of

@@ -14,9 +14,9 @@ from typing import NamedTuple
 
 from retentiond.engine.decision import Decision
 from retentiond.engine.identity import FileIdentity
-from retentiond.engine.jsonstream import Rows, encode_decision, materialize
 from retentiond.kinds.rocketmq.triggers import Triggers
 from retentiond.reasons import SCHEMA_VERSION, AnyReason, Kind, Reason, Verdict
+from retentiond.text.jsonstream import Rows, encode_decision, materialize
 
 
 class _QueueFields(NamedTuple):

@@ -12,8 +12,8 @@ from collections.abc import Iterable, Iterator
 from typing import TYPE_CHECKING
 
 from retentiond.engine.decision import Decision
-from retentiond.engine.units import human_age, human_bytes
 from retentiond.reasons import AnyReason, Reason, Verdict
+from retentiond.text.units import human_age, human_bytes
 
 if TYPE_CHECKING:
     from retentiond.kinds.rocketmq.plan import Plan, QueueDecision

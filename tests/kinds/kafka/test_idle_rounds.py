@@ -1,4 +1,4 @@
-"""Idle Kafka rounds fold into ``round_summary`` records like RocketMQ's (``engine/rollup.py``
+"""Idle Kafka rounds fold into ``round_summary`` records like RocketMQ's (``journal/rollup.py``
 through ``Kafka.idle_view``): real rounds of the engine on a generated log dir, with the
 clock moved forward, journaled to a real journal."""
 

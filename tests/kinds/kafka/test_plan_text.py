@@ -108,7 +108,7 @@ def test_streamed_document_is_the_json_document(tmp_path: Path) -> None:
     import io
     import json
 
-    from retentiond.engine import jsonstream
+    from retentiond.text import jsonstream
 
     log = six_segments(tmp_path / "a")
     other = six_segments(tmp_path / "b", recent_ts=NOW + 3_600_000)

@@ -27,13 +27,13 @@ from typing import TypeVar
 import psutil
 import structlog
 
-from retentiond.engine.holders import PROC, LockOwner
 from retentiond.engine.kind import BrokerMain
-from retentiond.engine.processes import procfs, same_pid_namespace, short_command
+from retentiond.engine.proc.files import PROC, LockOwner
+from retentiond.engine.proc.processes import procfs, same_pid_namespace, short_command
 
 T = TypeVar("T")
 
-log = structlog.get_logger("retentiond.owner")
+log = structlog.get_logger(__name__)
 
 _CHUNK = 1 << 20
 
