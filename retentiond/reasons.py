@@ -17,7 +17,7 @@ import threading
 from enum import StrEnum
 from typing import TypeAlias, TypeVar
 
-SCHEMA_VERSION = 2  # 2: reason unlink_refused; the Kafka file kind and its reasons
+SCHEMA_VERSION = 3  # 2: reason unlink_refused; the Kafka file kind and its reasons. 3: loss
 
 
 class Kind(StrEnum):
