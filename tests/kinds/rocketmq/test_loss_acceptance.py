@@ -216,3 +216,35 @@ def test_bad_progress_files_are_problems_never_more_deletion(
             assert f["loss"]["groups"] == [] and f["loss"]["messages"] == 0
     text = run_cli("plan", "--config", str(config))
     assert f"PROBLEM: {store.root}/config/consumerOffset.json: " in text.out
+
+
+def test_keep_guards_the_lagging_groups_files_until_the_disk_passes_clean_forcibly(
+    tmpfs: Tmpfs, tmp_path: Path
+):
+    store, facts = build(tmpfs.path / "store")
+    config = config_for(store.root, tmp_path, retentiond={"guard": {"unconsumed": "keep"}})
+    report = config_for(store.root, tmp_path / "r")
+    # Expired files only (72 h): the first holds the lagging group's unread messages.
+    plain = json.loads(run_cli("plan", "--config", str(report), "--json").out)
+    would = [f for f in plain["commitlog"]["files"] if f["verdict"] == "delete"]
+    assert would and would[0]["loss"]["messages"] > 0
+
+    doc = json.loads(run_cli("plan", "--config", str(config), "--json").out)
+    first = doc["commitlog"]["files"][0]
+    assert first["verdict"] == "keep" and first["reason"] == "unconsumed"
+    assert first["loss"] == expected_loss(facts, first["start_offset"], first["end_offset"])
+    assert "lag@Orders" in first["detail"]
+    assert [f for f in doc["commitlog"]["files"] if f["verdict"] == "delete"] == []
+    assert doc["commitlog"]["min_offset_after"] == first["start_offset"]
+    once = run_cli("once", "--config", str(config))
+    assert once.code == 0, once.err
+    assert os.path.exists(first["path"])
+    assert records(tmp_path / "journal", "deletion") == []
+
+    tmpfs.fill_to(0.90)  # past diskSpaceCleanForciblyRatio: disk safety wins
+    once = run_cli("once", "--config", str(config))
+    assert once.code == 0, once.err
+    assert not os.path.exists(first["path"])
+    gone = [r for r in records(tmp_path / "journal", "deletion") if r["kind"] == "commitlog"]
+    assert gone[0]["file"] == first["path"] and gone[0]["loss"]["messages"] > 0
+    assert gone[0]["loss"]["groups"][0]["group"] == "lag"
