@@ -50,6 +50,9 @@ class DaemonSettings:
     metrics_tls_key_file: Path | None = None
     metrics_basic_auth_username: str | None = None
     metrics_basic_auth_password_file: Path | None = None
+    # A human name for the cluster (journal origin, metric labels, status, the shipped
+    # layout's ``cluster=``); None = the name the store kind's own configuration gives.
+    cluster: str | None = None
 
 
 class StoreSection(Protocol):
@@ -127,7 +130,8 @@ class Settings(Generic[S_co]):
 
     @property
     def broker_cluster_name(self) -> str:
-        return self.store.broker_cluster_name
+        """``retentiond.cluster`` when set, else the name the kind's configuration gives."""
+        return self.daemon.cluster or self.store.broker_cluster_name
 
     @property
     def store_dirs(self) -> tuple[str, ...]:
@@ -151,7 +155,11 @@ class Settings(Generic[S_co]):
         """A JSON-ready view, for plans, `status` and reload diffs (paths as strings): the
         kind's part, then the daemon's."""
         data = dict(self.store.as_dict())
-        data["daemon"] = plain(dataclasses.asdict(self.daemon))
+        daemon = dataclasses.asdict(self.daemon)
+        # Unset, the cluster name adds nothing: settings that did not change keep their hash.
+        if daemon["cluster"] is None:
+            del daemon["cluster"]
+        data["daemon"] = plain(daemon)
         return data
 
     @property

@@ -1018,6 +1018,7 @@ def _changed_value(spec: ConfigKey) -> str:
         "cleanFileForciblyEnable": "false",
         "brokerName": "other",
         "brokerClusterName": "other",
+        "retentiond.cluster": "payments",
         "retentiond.timezone": "UTC",
         "retentiond.dryRun": "true",
         "retentiond.journal.dir": "/j",
