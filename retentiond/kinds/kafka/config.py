@@ -116,7 +116,8 @@ def _coerce_ratio(spec: ConfigKey, raw: object, fmt: Format) -> float:
     value = float(text)
     if math.isfinite(value) and 0 < value <= 1:
         return value
-    hint = f"; did you mean {value / 100:.2f}?" if 1 < value <= 100 else ""
+    percent = text.isdigit() and 1 < value <= 100  # 90 written for 0.90
+    hint = f"; did you mean {value / 100:.2f}?" if percent else ""
     raise Invalid(f"must be a fraction greater than 0 and at most 1{hint}")
 
 
