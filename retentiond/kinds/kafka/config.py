@@ -163,8 +163,9 @@ KAFKA_KEYS: tuple[ConfigKey, ...] = (
         "retentiond.kafka.timeIndexCompat",
         "time_index_compat",
         BOOL,
-        "Take a segment's largest timestamp from its last time-index entry, as a strict "
-        "reading of Kafka's retention does.",
+        "Take a segment's largest timestamp from its last time-index entry, as a broker that "
+        "loaded the segment without recovering it does, instead of the largest batch "
+        "timestamp.",
         default=False,
     ),
     ConfigKey(
@@ -933,6 +934,5 @@ def render_reference_markdown() -> str:
     return render_reference(
         KAFKA_KEYS,
         "Written dotted in `server.properties` (`retentiond.kafka.diskWarningRatio=0.85`), "
-        "nested under `retentiond:` → `kafka:` in a YAML file. The daemon's `retentiond.*` "
-        "keys of the table above apply to a Kafka file too.",
+        "nested under `retentiond:` → `kafka:` in a YAML file.",
     )
