@@ -28,6 +28,7 @@ from retentiond.engine.holds import HeldFile
 from retentiond.engine.kind import Cadence, RoundPlan, StatusDoc
 from retentiond.engine.rollup import IdleView
 from retentiond.engine.round import Round
+from retentiond.engine.units import zone_name
 from retentiond.journal.place import default_journal_dir
 from retentiond.kinds.rocketmq import scancache
 from retentiond.kinds.rocketmq.commitlog import expired_pending, newest_kept_index, plan_commitlog
@@ -210,7 +211,7 @@ class RocketMQ(RocketMQVoice):
                 scancache.trim_heap()
         return Plan(
             now_ms=rnd.now_ms,
-            timezone=s.daemon.timezone or "local",
+            timezone=zone_name(s.daemon.timezone),
             config_hash=s.config_hash,
             store_root=snapshot.root,
             commitlog=cl,
