@@ -47,8 +47,7 @@ def _plain_table(rows: list[tuple[str, ...]], when: bool = False) -> list[str]:
     if when:
         widths[-1] = 0  # the last column is text, not padded
     fmt = "  ".join(
-        f"{{:{'<' if i == 0 or (when and i == 5) else '>'}{w or ''}}}"
-        for i, w in enumerate(widths)
+        f"{{:{'<' if i == 0 or (when and i == 5) else '>'}{w or ''}}}" for i, w in enumerate(widths)
     )
     return [fmt.format(*header).rstrip(), *(fmt.format(*r).rstrip() for r in rows)]
 
