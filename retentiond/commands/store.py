@@ -36,6 +36,7 @@ def _gen_kafka(args: argparse.Namespace) -> int:
     import dataclasses
     import time
 
+    from retentiond.commands.progress import Progress
     from retentiond.storegen.kafka import (
         KafkaStoreSpec,
         generate_kafka_store,
@@ -57,7 +58,8 @@ def _gen_kafka(args: argparse.Namespace) -> int:
         overrides["span_ms"] = int(args.oldest_hours * 3_600_000)
     spec = dataclasses.replace(spec, **overrides)  # type: ignore[arg-type]
     log_dir = Path(args.dir).absolute()
-    store = generate_kafka_store(log_dir, spec)
+    with Progress("retentiond gen-store") as progress:
+        store = generate_kafka_store(log_dir, spec, progress.report if progress.enabled else None)
     segments = sum(len(s) for s in store.partitions.values())
     print(
         f"generated Kafka log dir at {log_dir}: {len(spec.topics)} topics, "
@@ -100,6 +102,7 @@ def cmd_gen_store(args: argparse.Namespace) -> int:
     if args.kind == "kafka":
         return _gen_kafka(args)
 
+    from retentiond.commands.progress import Progress
     from retentiond.storegen.rocketmq import PRESETS, generate_store, write_config
 
     spec = PRESETS[args.preset]
@@ -112,7 +115,8 @@ def cmd_gen_store(args: argparse.Namespace) -> int:
         overrides["oldest_age_hours"] = args.oldest_hours
     spec = dataclasses.replace(spec, **overrides)
     root = Path(args.dir).absolute()
-    store = generate_store(root, spec)
+    with Progress("retentiond gen-store") as progress:
+        store = generate_store(root, spec, progress.report if progress.enabled else None)
     print(f"generated store at {root}: {store.summary()}")
     if args.config_out:
         path = write_config(root, spec, Path(args.config_out).absolute())

@@ -496,11 +496,14 @@ class _Properties:
         return self._const if self._const is not None else self._build(i)
 
 
-def generate_store(root: Path, spec: StoreSpec) -> GeneratedStore:
+def generate_store(
+    root: Path, spec: StoreSpec, progress: Callable[[str], None] | None = None
+) -> GeneratedStore:
     """Write a complete store under ``root`` and describe it.
 
     ``root`` may exist, but its store directories must be empty: mixing two generations would
-    make the returned summary lie.
+    make the returned summary lie. ``progress``, if given, is told what is being written now
+    (``gen-store`` on a terminal).
     """
     spec.validate()
     root = Path(root).absolute()
@@ -535,6 +538,8 @@ def generate_store(root: Path, spec: StoreSpec) -> GeneratedStore:
     index = _IndexBuilder(index_dir, spec) if spec.index else None
 
     for i in range(n):
+        if progress is not None and not i & 0x3FFF:
+            progress(f"CommitLog and index: message {i:,} of {n:,}")
         pair = i % npairs
         t, queue_id = divmod(pair, qpt)
         store_ts = t_oldest + (span * i // (n - 1) if n > 1 else span)
@@ -565,6 +570,8 @@ def generate_store(root: Path, spec: StoreSpec) -> GeneratedStore:
     if index is not None:
         index.close()
 
+    if progress is not None:
+        progress("ConsumeQueues")
     queues = _write_consume_queues(
         cq_root, spec, topics, phys, sizes, stamps, tag_codes, const_tags_code
     )
