@@ -103,7 +103,9 @@ def plan_commitlog(
         min_offset_before=files[0].start_offset if files else -1,
         min_offset_after=remaining[0].start_offset if remaining else -1,  # type: ignore[arg-type]
         reserved_ms=reserved_ms,
-        next_window_ms=None if triggers.fired else next_delete_window(settings, now_ms),
+        next_window_ms=(
+            None if triggers.fired or triggers.error else next_delete_window(settings, now_ms)
+        ),
         zone=settings.daemon.timezone,
     )
 
