@@ -1,29 +1,44 @@
 # The two commands a newcomer needs: `make run` (demo daemon on a generated store) and
 # `make test` (the whole suite). Everything installs into .venv from PyPI.
+#
+# One .venv; each target installs only what it needs into it (a stamp file per set):
+#   the package alone   what the daemon needs: `make run`, `make demo-store`, the benches
+#   + test, spark       the suite (`make test`, `make lint`; the Spark job's tests run
+#                       `analyze`) and `make bench-spark`
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 DEMO := demo
+DAEMON_ENV := $(VENV)/.installed
+FULL_ENV := $(VENV)/.installed-test-spark
 
-.PHONY: venv system-deps test lint run demo-store bench bench-plan bench-spark bench-kafka clean
+.PHONY: venv venv-full system-deps test lint run demo-store bench bench-plan bench-spark bench-kafka clean
 
-venv: $(VENV)/.installed
+venv: $(DAEMON_ENV)
+venv-full: $(FULL_ENV)
 
-$(VENV)/.installed: pyproject.toml Makefile
+$(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
-	$(BIN)/pip install -q -e '.[test,spark]'  # spark: the fleet analysis job and its tests (need Java)
+
+$(DAEMON_ENV): pyproject.toml Makefile | $(BIN)/python
+	$(BIN)/pip install -q -e .  # no extras: the daemon never imports Spark
 	touch $@
 
-lint: venv
+$(FULL_ENV): pyproject.toml Makefile | $(BIN)/python
+	$(BIN)/pip install -q -e '.[test,spark]'  # spark: the fleet analysis job and its tests
+	touch $@ $(DAEMON_ENV)
+
+lint: venv-full
 	$(BIN)/ruff check retentiond tests bench
 	$(BIN)/ruff format --check retentiond tests bench
 	$(BIN)/lint-imports  # the layering contracts in pyproject.toml (docs/architecture.md)
+	$(BIN)/mypy  # the package but analytics/, as [tool.mypy] in pyproject.toml says
 
 system-deps:  # apt packages the suite needs (installed as root, named otherwise)
 	bash .ci/system-deps
 
-test: venv system-deps lint
+test: venv-full system-deps lint
 	$(BIN)/pytest -q
 
 demo-store: venv
@@ -43,11 +58,11 @@ bench: venv
 bench-plan: venv  # `retentiond plan` (text, --json) end to end beside find, and its stages
 	$(BIN)/python bench/bench_plan.py
 
-bench-spark: venv
+bench-spark: venv-full  # PySpark and DuckDB (extra spark)
 	$(BIN)/python bench/bench_spark.py
 
 bench-kafka: venv  # issue 10: Kafka plan vs find, 10,000 partitions x 20 segments
 	$(BIN)/python bench/bench_kafka.py --plan-round
 
 clean:
-	rm -rf $(VENV) $(DEMO) .pytest_cache .ruff_cache .hypothesis
+	rm -rf $(VENV) $(DEMO) .pytest_cache .ruff_cache .mypy_cache .hypothesis

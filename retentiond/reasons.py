@@ -2,11 +2,20 @@
 
 Plans, journal records, log lines, metric labels and the Spark tables all use these strings,
 so adding or renaming a member is a schema change: bump ``SCHEMA_VERSION`` with it.
+
+A store kind that lives outside this package declares its own file kinds and reasons with
+``register_kind`` and ``register_reason``: each gives back a ``str`` with a ``value``, as the
+members of ``Kind`` and ``Reason`` are, which plans, the journal, metrics and status take as
+they take those (``FileKind`` and ``AnyReason`` name either). A registered value can never be
+one of the package's own, so a record or a metric label always means one thing.
 """
 
 from __future__ import annotations
 
+import re
+import threading
 from enum import StrEnum
+from typing import TypeAlias, TypeVar
 
 # 2: reason unlink_refused; the Kafka file kind and its reasons. 3: one plan envelope for
 # every kind; not_expired for every kept file younger than its retention; plans say when
@@ -99,3 +108,101 @@ class Cause(StrEnum):
 
 # Deleting these removed data that had not reached fileReservedTime.
 FORCED_REASONS = frozenset({Reason.FORCED_OVER_CLEAN_FORCIBLY_RATIO})
+
+
+# ---- file kinds and reasons of store kinds outside the package ---------------------------
+
+_NAME = re.compile(r"[a-z][a-z0-9_]{0,63}")  # a metric label value, a column value, a word
+
+
+class ExtraKind(str):
+    """A file kind declared by a store kind outside the package (``register_kind``)."""
+
+    __slots__ = ()
+
+    @property
+    def value(self) -> str:
+        return str(self)
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({str(self)!r})"
+
+
+class ExtraReason(str):
+    """A reason declared by a store kind outside the package (``register_reason``)."""
+
+    __slots__ = ()
+
+    @property
+    def value(self) -> str:
+        return str(self)
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({str(self)!r})"
+
+
+FileKind: TypeAlias = Kind | ExtraKind  # which file queue a file belongs to
+AnyReason: TypeAlias = Reason | ExtraReason  # why a file goes or stays
+
+_E = TypeVar("_E", ExtraKind, ExtraReason)
+_lock = threading.Lock()
+_kinds: dict[str, ExtraKind] = {}
+_reasons: dict[str, ExtraReason] = {}
+
+
+def _register(value: str, own: frozenset[str], table: dict[str, _E], make: type[_E]) -> _E:
+    if not isinstance(value, str) or not _NAME.fullmatch(value):
+        raise ValueError(
+            f"{value!r}: a registered name is lower-case letters, digits and '_', "
+            "starting with a letter, at most 64 characters"
+        )
+    if value in own:
+        raise ValueError(f"{value!r} is already retentiond's own; a kind cannot redefine it")
+    with _lock:
+        got = table.get(value)
+        if got is None:
+            got = table[value] = make(value)
+        return got
+
+
+def register_kind(value: str) -> ExtraKind:
+    """Declare a file kind of a store kind outside the package; the same object for the
+    same value every time. Raises ValueError for a built-in value or a malformed name."""
+    return _register(value, _OWN_KINDS, _kinds, ExtraKind)
+
+
+def register_reason(value: str) -> ExtraReason:
+    """Declare a reason (to delete or to keep) of a store kind outside the package; the same
+    object for the same value every time. Raises ValueError for a built-in value or a
+    malformed name."""
+    return _register(value, _OWN_REASONS, _reasons, ExtraReason)
+
+
+def file_kind(value: str) -> FileKind:
+    """The file kind named ``value``, built in or registered; ValueError if none is."""
+    if value in _OWN_KINDS:
+        return Kind(value)
+    got = _kinds.get(value)
+    if got is None:
+        raise ValueError(f"{value!r} is not a file kind")
+    return got
+
+
+def reason(value: str) -> AnyReason:
+    """The reason named ``value``, built in or registered; ValueError if none is."""
+    if value in _OWN_REASONS:
+        return Reason(value)
+    got = _reasons.get(value)
+    if got is None:
+        raise ValueError(f"{value!r} is not a reason")
+    return got
+
+
+def registered() -> tuple[tuple[ExtraKind, ...], tuple[ExtraReason, ...]]:
+    """The file kinds and reasons registered so far, in registration order."""
+    with _lock:
+        return tuple(_kinds.values()), tuple(_reasons.values())
+
+
+_OWN_KINDS = frozenset(k.value for k in Kind)
+_OWN_REASONS = frozenset(r.value for r in Reason)

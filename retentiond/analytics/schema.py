@@ -134,7 +134,7 @@ ROUND = StructType(
     ]
 )
 
-# Idle rounds folded by the daemon (``engine/rollup.py``): what the tables read of them.
+# Idle rounds folded by the daemon (``journal/rollup.py``): what the tables read of them.
 ROUND_SUMMARY = StructType(
     [
         *_COMMON,

@@ -21,7 +21,14 @@ from collections.abc import Sequence
 
 from retentiond import __version__
 
-GROUPS = ("rounds", "store", "daemon", "ship", "analyze")  # modules of retentiond.commands
+GROUPS = (
+    "rounds",
+    "store",
+    "daemon",
+    "ship",
+    "journal",
+    "analyze",
+)  # modules of retentiond.commands
 _GROUP_OF = {
     "once": "rounds",
     "plan": "rounds",
@@ -31,6 +38,7 @@ _GROUP_OF = {
     "trigger-delete": "daemon",
     "status": "daemon",
     "ship": "ship",
+    "journal": "journal",
     "analyze": "analyze",
 }
 _TAKES_VALUE = ("--log-format", "--log-level")  # the global options that take a value

@@ -8,8 +8,12 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from retentiond.config.settings import Settings
+from retentiond.config.settings import Settings, StoreSection
+
+if TYPE_CHECKING:
+    from retentiond.journal.writer import Journal
 
 EXIT_OK = 0
 EXIT_INTERNAL = 1
@@ -25,9 +29,10 @@ EXIT_NO_RECORDS = 12  # analyze: the input is missing or holds no records; no re
 EXIT_PIPE = 141  # a client command's output pipe closed (128 + SIGPIPE)
 
 
-def load_settings_or_exit(path: str) -> Settings:
+def load_settings_or_exit(path: str) -> Settings[StoreSection]:
     """The validated settings, or the problems on stderr and exit 3: nothing is deleted."""
-    from retentiond.config.loader import ConfigError, load_settings
+    from retentiond.config.problems import ConfigError
+    from retentiond.kinds import load_settings
 
     try:
         return load_settings(path)
@@ -38,7 +43,7 @@ def load_settings_or_exit(path: str) -> Settings:
         raise SystemExit(EXIT_CONFIG) from None
 
 
-def journal_dir(settings: Settings) -> Path:
+def journal_dir(settings: Settings[StoreSection]) -> Path:
     """The configured journal directory, else a default off the store's filesystem
     (``$STATE_DIRECTORY/journal`` or /var/lib/retentiond/journal first; see journal.place)."""
     from retentiond.journal.place import default_journal_dir
@@ -50,7 +55,7 @@ def journal_dir(settings: Settings) -> Path:
     return default_journal_dir(kind_for(settings).directories())
 
 
-def open_journal(settings: Settings):
+def open_journal(settings: Settings[StoreSection]) -> Journal:
     from retentiond.journal.writer import Journal, Origin
 
     origin = Origin.local(settings.broker_cluster_name, settings.broker_name, settings.store_label)

@@ -20,12 +20,14 @@ from retentiond.commands.common import (
 )
 
 
-def _client_socket(config: str) -> Path:
-    """The socket a valid config names; for a file that does not validate, the socket its raw
-    text names (or the default), with a note, because a refused edit is exactly when an
-    operator runs `status`."""
-    from retentiond.config.loader import ConfigError, load_settings
+def _client_target(config: str) -> tuple[list[Path], str | None]:
+    """Where to look for the daemon of ``config``, and the hash of the settings the file holds
+    now. For a file that does not validate: the places its raw text names (or the defaults)
+    and no hash, with a note, because a refused edit is exactly when an operator runs
+    `status`."""
+    from retentiond.config.problems import ConfigError
     from retentiond.daemon import control
+    from retentiond.kinds import load_settings
 
     path = Path(config).absolute()
     try:
@@ -35,8 +37,8 @@ def _client_socket(config: str) -> Path:
             f"note: {config} does not validate; the daemon keeps its last good settings",
             file=sys.stderr,
         )
-        return control.peek_socket_path(path)
-    return control.socket_path(settings, path)
+        return control.client_socket_paths(path, None), None
+    return control.client_socket_paths(path, settings), settings.config_hash
 
 
 def cmd_run(args: argparse.Namespace) -> int:
@@ -47,18 +49,37 @@ def cmd_run(args: argparse.Namespace) -> int:
     watcher = ConfigWatcher(config)  # before loading: an edit in between is still a change
     settings = load_settings_or_exit(str(config))
     journal = open_journal(settings)  # opened even for dryRun: a reload may turn it off
-    return Daemon(config, settings, journal=journal, watcher=watcher).run()
+    daemon = Daemon(config, settings, journal=journal, watcher=watcher, dry_run=args.dry_run)
+    return daemon.run()
 
 
 def _ask(args: argparse.Namespace, command: str) -> dict[str, object] | None:
+    """The reply of the daemon serving this very file (its real path), or None (exit 7) when
+    none answers, a daemon serving another file included: that one is asked nothing."""
     from retentiond.daemon import control
 
-    path = _client_socket(args.config)
+    places, file_hash = _client_target(args.config)
+    real = control.real_config_path(Path(args.config).absolute())
     try:
-        return control.request(path, command)
+        answer = control.ask(places, command, config=real)
     except control.ControlError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return None
+    running = answer.daemon.get("config_hash")
+    if not answer.daemon:
+        print(
+            f"warning: the daemon on {answer.path} does not say which configuration it serves "
+            "(an older retentiond?)",
+            file=sys.stderr,
+        )
+    elif file_hash is not None and running != file_hash:
+        print(
+            f"warning: the daemon (pid {answer.daemon.get('pid')}) runs settings {running}, "
+            f"but {real} now holds {file_hash}: a reload was refused or is still to come "
+            "(see the config lines of `retentiond status`)",
+            file=sys.stderr,
+        )
+    return answer.result
 
 
 def cmd_trigger_delete(args: argparse.Namespace) -> int:
@@ -90,6 +111,12 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p = sub.add_parser("run", help="run the daemon: scheduled rounds, live reload, control socket")
     p.add_argument(
         "--config", required=True, help="broker.yaml, broker.conf or Kafka's server.properties"
+    )
+    p.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="plan and report every round, delete and journal nothing: retentiond.dryRun: true "
+        "for this run, whatever the file (and its reloads) say",
     )
     p.set_defaults(func=cmd_run)
 

@@ -19,7 +19,7 @@ from retentiond.kinds import kind_for
 def cmd_once(args: argparse.Namespace) -> int:
     from retentiond.commands.progress import Progress, RoundProgress
     from retentiond.engine.cleaner import Cleaner
-    from retentiond.engine.units import human_bytes
+    from retentiond.text.units import human_bytes
 
     settings = load_settings_or_exit(args.config)
     dry_run = args.dry_run or settings.daemon.dry_run
@@ -104,7 +104,7 @@ def _plan(args: argparse.Namespace) -> int:
         if args.json:
             as_document = getattr(plan, "as_document", None)  # streamed when the kind can
             if as_document is not None:
-                from retentiond.engine import jsonstream
+                from retentiond.text import jsonstream
 
                 jsonstream.dump(as_document(), sys.stdout)
             else:

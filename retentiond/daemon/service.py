@@ -17,6 +17,7 @@ state (last CommitLog minimum, manual rounds left) is only ever written by the r
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import os
 import queue
@@ -38,17 +39,17 @@ from apscheduler.executors.pool import ThreadPoolExecutor
 from apscheduler.schedulers.background import BackgroundScheduler
 from apscheduler.triggers.interval import IntervalTrigger
 
-from retentiond.config.settings import Settings
-from retentiond.daemon import control, reload
+from retentiond.config.settings import Settings, StoreSection
+from retentiond.daemon import control, reload, shipping
 from retentiond.daemon.notify import Notifier, watchdog_interval_s
 from retentiond.daemon.state import DaemonState, scan_ok, wall_ms
 from retentiond.daemon.statustext import deleted_text, summary_line
 from retentiond.engine.cleaner import MAX_MANUAL_DELETE_FILE_TIMES, Cleaner, RoundResult
 from retentiond.journal.writer import Journal
-from retentiond.kinds import kind_for
+from retentiond.kinds import kind_for, load_settings
 from retentiond.observe.daemon_metrics import DaemonMetrics
 
-log = structlog.get_logger("retentiond.daemon")
+log = structlog.get_logger(__name__)
 
 ROUND_JOB = "round"
 STOP_DEADLINE_S = 1.5  # the service must be gone within 2 s of SIGTERM
@@ -64,14 +65,21 @@ class Daemon:
     def __init__(
         self,
         config_path: Path,
-        settings: Settings,
+        settings: Settings[StoreSection],
         *,
         journal: Journal | None,
         notifier: Notifier | None = None,
         watcher: reload.ConfigWatcher | None = None,
+        dry_run: bool = False,
     ) -> None:
         """``watcher`` should be created before ``settings`` were loaded, so that an edit
-        landing in between is still seen as a change."""
+        landing in between is still seen as a change. ``dry_run`` (`run --dry-run`) holds
+        ``retentiond.dryRun`` true for the whole run, reloads included."""
+        self.force_dry_run = dry_run
+        # The hash of what the file says, by the hash of what this run uses (they differ under
+        # --dry-run): a client compares the file it reads with the former.
+        self._file_hash_of: dict[str, str] = {}
+        settings = self._forced(settings)
         self.config_path = config_path
         self.journal = journal
         self.notifier = notifier or Notifier()
@@ -81,9 +89,11 @@ class Daemon:
         self.cleaner = Cleaner(kind, journal=journal, stop=self.stop_event)
         self.cleaner.add_listener(self.state)  # files that would not go
         self.watcher = watcher or reload.ConfigWatcher(config_path)
+        self.config_real = control.real_config_path(config_path)
         self.control = control.ControlServer(
             control.socket_path(settings, config_path),
             {"status": self._cmd_status, "trigger-delete": self._cmd_trigger},
+            identity=self._identity,
         )
         self.metrics = DaemonMetrics(self, self.cleaner)  # /metrics; listens to the cleaner
         self.scheduler = BackgroundScheduler(
@@ -93,7 +103,7 @@ class Daemon:
         )
         self._inbox: queue.SimpleQueue[str] = queue.SimpleQueue()
         self._pending_lock = threading.Lock()
-        self._pending_settings: Settings | None = None
+        self._pending_settings: Settings[StoreSection] | None = None
         self._pending_manual = False
 
     # ---- lifecycle (main thread) --------------------------------------------------------
@@ -177,9 +187,13 @@ class Daemon:
             EVENT_JOB_SUBMITTED | EVENT_JOB_MAX_INSTANCES | EVENT_JOB_MISSED,
         )
         interval_ms = self.cleaner.kind.cadence(s).round_interval_ms
+        first = datetime.now(UTC) + timedelta(milliseconds=s.daemon.initial_delay_ms)
         self.scheduler.add_job(
             self._round_job,
             _interval_trigger(interval_ms, s.daemon.initial_delay_ms),
+            # Explicit: a trigger whose start is already past when the scheduler starts (an
+            # initialDelay of 0) would otherwise first fire a whole interval later.
+            next_run_time=first,
             id=ROUND_JOB,
             name="cleaning round",
         )
@@ -188,9 +202,7 @@ class Daemon:
             IntervalTrigger(seconds=reload.POLL_INTERVAL_S, timezone=UTC),
             id="config-poll",
         )
-        from retentiond.journal import ship  # closed journal segments to retentiond.ship.target
-
-        ship.schedule(
+        shipping.schedule(  # closed journal segments to retentiond.ship.target
             self.scheduler,
             lambda: self.cleaner.settings,
             self.journal,
@@ -257,7 +269,7 @@ class Daemon:
             self._became_ready()
         self.notifier.status(summary_line(self.status(), self.cleaner.kind))
 
-    def _take_pending(self) -> Settings:
+    def _take_pending(self) -> Settings[StoreSection]:
         with self._pending_lock:
             new, self._pending_settings = self._pending_settings, None
             manual, self._pending_manual = self._pending_manual, False
@@ -280,7 +292,7 @@ class Daemon:
             **fields,
         )
 
-    def _redelete_hanged(self, settings: Settings) -> None:
+    def _redelete_hanged(self, settings: Settings[StoreSection]) -> None:
         """upstream reDeleteHangedFile's cadence: at most every ``redeleteHangedFileInterval``,
         look again at files that failed to go. A first CommitLog file left because another
         process held it is retried by the Cleaner (released: deleted; held past the forcible
@@ -329,7 +341,9 @@ class Daemon:
         if ready:
             self.notifier.reloading()
         current = self.state.settings
-        result = reload.check_reload(self.config_path, current, trigger)
+        result = reload.check_reload(
+            self.config_path, current, trigger, load=lambda p: self._forced(load_settings(p))
+        )
         if result.refused:
             self.state.reload_refused(trigger, result.problems)
             log.error(
@@ -354,7 +368,17 @@ class Daemon:
         if ready:
             self.notifier.ready(summary_line(self.status(), self.cleaner.kind))
 
-    def _apply(self, new: Settings, old: Settings) -> None:
+    def _forced(self, settings: Settings[StoreSection]) -> Settings[StoreSection]:
+        """``settings`` as this run uses them: with ``--dry-run``, ``dryRun`` is true."""
+        if not self.force_dry_run or settings.daemon.dry_run:
+            return settings
+        forced = dataclasses.replace(
+            settings, daemon=dataclasses.replace(settings.daemon, dry_run=True)
+        )
+        self._file_hash_of[forced.config_hash] = settings.config_hash
+        return forced
+
+    def _apply(self, new: Settings[StoreSection], old: Settings[StoreSection]) -> None:
         with self._pending_lock:
             self._pending_settings = new
         cadence = self.cleaner.kind.cadence
@@ -364,7 +388,7 @@ class Daemon:
             self.state.rescheduled(interval)
 
     # ---- for the metrics (observe.daemon_metrics.DaemonView) ----------------------------
-    def settings_in_force(self) -> Settings:
+    def settings_in_force(self) -> Settings[StoreSection]:
         return self.state.settings
 
     def control_state(self) -> dict[str, object] | None:
@@ -394,6 +418,17 @@ class Daemon:
             "metrics": server.state if server is not None else None,
         }
         return doc
+
+    def _identity(self) -> dict[str, object]:
+        """Carried by every control reply: which file this daemon serves, the hash of the
+        settings it runs as the file states them (a refused reload leaves the older one;
+        ``run --dry-run`` is not the file's) and its pid."""
+        running = self.state.settings.config_hash
+        return {
+            "config": self.config_real,
+            "config_hash": self._file_hash_of.get(running, running),
+            "pid": os.getpid(),
+        }
 
     def _cmd_status(self, request: dict[str, object]) -> dict[str, object]:
         return self.status()

@@ -15,10 +15,10 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from retentiond.config.settings import Settings
+from retentiond.config.settings import Settings, StoreSection
 from retentiond.engine.cleaner import RoundListener, RoundResult
 from retentiond.engine.execute import Outcome
-from retentiond.engine.kind import RoundPlan, StoreKind
+from retentiond.engine.kind import AnyKind, RoundPlan
 from retentiond.reasons import Cause
 
 _HOUR_MS = 3_600_000
@@ -63,8 +63,8 @@ class DaemonState(RoundListener):
     """Listens to the Cleaner's rounds (``file_done``) for the files that would not go."""
 
     config_path: Path
-    settings: Settings
-    kind: StoreKind  # for its part of the document (its settings may lag a reload: unused)
+    settings: Settings[StoreSection]
+    kind: AnyKind  # for its part of the document (its settings may lag a reload: unused)
     config_version: int = 1
     started_ms: int = field(default_factory=wall_ms)
     ready: bool = False
@@ -109,7 +109,7 @@ class DaemonState(RoundListener):
         with self._lock:
             self.running_since_ms = wall_ms()
 
-    def observe_plan(self, plan: RoundPlan, kind: StoreKind, deleted: frozenset[str]) -> None:
+    def observe_plan(self, plan: RoundPlan, kind: AnyKind, deleted: frozenset[str]) -> None:
         """Record what a scan saw: triggers, disk ratios, expired files left."""
         fields = kind.status_fields(plan, deleted)
         with self._lock:
@@ -121,7 +121,7 @@ class DaemonState(RoundListener):
                 k: v for k, v in fields.items() if k not in ("triggers", "pending_expired")
             }
 
-    def round_done(self, result: RoundResult, kind: StoreKind) -> None:
+    def round_done(self, result: RoundResult, kind: AnyKind) -> None:
         deleted = frozenset(o.decision.path for o in result.deleted)
         self.observe_plan(result.plan, kind, deleted)
         with self._lock:
@@ -165,7 +165,9 @@ class DaemonState(RoundListener):
             return dict(self.hung)
 
     # ---- reloads ------------------------------------------------------------------------
-    def reload_applied(self, settings: Settings, trigger: str, changes: list[str]) -> None:
+    def reload_applied(
+        self, settings: Settings[StoreSection], trigger: str, changes: list[str]
+    ) -> None:
         with self._lock:
             self.settings = settings
             self.config_version += 1

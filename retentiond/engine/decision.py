@@ -11,16 +11,16 @@ from __future__ import annotations
 from typing import NamedTuple
 
 from retentiond.engine.identity import FileIdentity
-from retentiond.reasons import Kind, Reason, Verdict
+from retentiond.reasons import AnyReason, FileKind, Verdict
 
 
 class Decision(NamedTuple):
     """One file's verdict. A NamedTuple: a round builds one per examined queue (100k+)."""
 
-    kind: Kind
+    kind: FileKind
     path: str
     verdict: Verdict
-    reason: Reason
+    reason: AnyReason
     identity: FileIdentity | None = None  # what was seen; the executor re-checks against it
     start_offset: int | None = None  # CommitLog: file start; CQ: logical byte offset
     end_offset: int | None = None  # CommitLog: start + size; CQ: last unit; index: endPhyOffset

@@ -28,11 +28,13 @@ import structlog
 
 from retentiond.engine.decision import Decision
 from retentiond.engine.identity import identity_of
-from retentiond.engine.kind import StoreKind
+from retentiond.engine.kind import AnyKind
+from retentiond.engine.runs import Outcome as Outcome
+from retentiond.engine.runs import Run as Run
 from retentiond.journal.reconcile import writer_identity
 from retentiond.reasons import Cause, Reason
 
-log = structlog.get_logger("retentiond.execute")
+log = structlog.get_logger(__name__)
 
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
 
@@ -49,16 +51,6 @@ def open_dir_below(anchor: str, *components: str) -> int:
             os.close(fd)
         fd = child
     return fd
-
-
-@dataclass(frozen=True)
-class Outcome:
-    decision: Decision
-    deleted: bool
-    error: str | None = None  # why it was not deleted (re-check failed, unlink failed, ...)
-    cause: str | None = None  # why it was not deleted, for metrics: a ``reasons.Cause``
-    freed_bytes: int | None = None  # allocated bytes (st_blocks * 512) the unlink released
-    errno: int | None = None  # the unlink's errno when it failed
 
 
 @dataclass
@@ -92,29 +84,10 @@ def _writer() -> str:
     return writer_identity()
 
 
-@dataclass(frozen=True)
-class Run:
-    """One ordered prefix of a file queue, carried out oldest first.
-
-    The run stops at the first file that is not deleted (never past a kept file), after
-    ``batch_max`` deletions, or at a stop request. The pauses are the store kind's pacing:
-    ``pause_between_ms`` after each deletion but the last (and after the last too when
-    ``pause_after_last``: more candidates followed it), ``pause_after_ms`` once after a run
-    that deleted anything.
-    """
-
-    decisions: tuple[Decision, ...]
-    pause_between_ms: int = 0
-    pause_after_last: bool = False
-    pause_after_ms: int = 0
-    batch_max: int | None = None
-    floor: int | None = None  # what the kind's re-check compares against (a minimum offset)
-
-
 class Executor:
     def __init__(
         self,
-        kind: StoreKind,
+        kind: AnyKind,
         journal: RecordSink,
         *,
         stop: threading.Event | None = None,
@@ -209,7 +182,9 @@ class Executor:
             try:
                 os.unlink(name, dir_fd=dir_fd)
             except OSError as exc:
-                abort = {"type": "abort", "id": op_id, "file": d.path, "error": str(exc)}
+                abort: dict[str, object] = {
+                    "type": "abort", "id": op_id, "file": d.path, "error": str(exc)
+                }  # fmt: skip
                 outcome = Outcome(d, False, f"unlink: {exc}", Cause.UNLINK_FAILED, errno=exc.errno)
                 self._outcome_record(abort, outcome)
                 return self._done(outcome)

@@ -14,7 +14,7 @@ import structlog
 
 from retentiond.engine.kind import RoundPlan
 
-log = structlog.get_logger("retentiond.faults")
+log = structlog.get_logger(__name__)
 
 _REMEMBER = 10_000  # distinct bad files remembered; beyond it the oldest are forgotten
 

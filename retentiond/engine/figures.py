@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from retentiond.engine.disk import PathUsage
-from retentiond.reasons import Kind
+from retentiond.reasons import FileKind
 
 
 @dataclass(frozen=True)
@@ -23,7 +23,7 @@ class KindStats:
 
 @dataclass(frozen=True)
 class StoreStats:
-    kinds: dict[Kind, KindStats] = field(default_factory=dict)
+    kinds: dict[FileKind, KindStats] = field(default_factory=dict)
     # The store's minimum offset where the kind has one (RocketMQ: CommitLog.getMinOffset).
     commitlog_min_offset: int | None = None
 

@@ -14,20 +14,20 @@ holds a file, so every file counts as held and waits for its forcible interval.
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
 import structlog
 
 from retentiond.engine.decision import Decision
 from retentiond.engine.disk import PathUsage, adjusted
 from retentiond.engine.execute import Outcome
-from retentiond.engine.holders import PROC, HolderMap, LockOwner, nobody_has_open
 from retentiond.engine.holds import HeldFile, HoldersOf, HoldIntervals
-from retentiond.engine.inuse import InUse
-from retentiond.engine.kind import StoreKind
-from retentiond.engine.owner import OwnerReport, OwnerWatch
+from retentiond.engine.kind import AnyKind, BrokerMain
+from retentiond.engine.proc.files import PROC, HolderMap, LockOwner, nobody_has_open
+from retentiond.engine.proc.inuse import InUse
+from retentiond.engine.proc.owner import OwnerReport, OwnerWatch
 
-log = structlog.get_logger("retentiond.guard")
+log = structlog.get_logger(__name__)
 
 STATUS_HELD = 50  # held files listed in `status` (all are counted)
 
@@ -44,11 +44,12 @@ class Guard:
         self,
         proc_root: str = PROC,
         hold_rules: HoldIntervals | None = None,
+        brokers: Sequence[BrokerMain] = (),
         *,
         announce: bool = True,
     ) -> None:
         self.inuse = InUse(proc_root, announce=announce)
-        self.owner_watch = OwnerWatch(proc_root)
+        self.owner_watch = OwnerWatch(proc_root, brokers)
         self.hold_rules = hold_rules  # None: the kind's own (tests pass short intervals)
         self._warned_invisible_owner = False
         # Files this round counted as held only because /proc could not show every process
@@ -56,11 +57,11 @@ class Guard:
         # the answer.
         self.unseen_holds = 0
 
-    def rules(self, kind: StoreKind) -> HoldIntervals:
+    def rules(self, kind: AnyKind) -> HoldIntervals:
         return self.hold_rules or kind.hold_intervals()
 
     # ---- per round ----------------------------------------------------------------------
-    def begin_round(self, kind: StoreKind) -> None:
+    def begin_round(self, kind: AnyKind) -> None:
         self.inuse.begin_round(kind.owner_lock())
         self.unseen_holds = 0
 
@@ -68,10 +69,10 @@ class Guard:
         """Read the owner's process figures (after ``begin_round``): once per round."""
         return self.owner_watch.refresh(self.inuse.owner)
 
-    def holder_map(self, kind: StoreKind, now_ms: int) -> HolderMap:
+    def holder_map(self, kind: AnyKind, now_ms: int) -> HolderMap:
         return self.inuse.holder_map(list(kind.directories()), now_ms)
 
-    def refresh_pending(self, kind: StoreKind, now_ms: int) -> None:
+    def refresh_pending(self, kind: AnyKind, now_ms: int) -> None:
         """Before the disk is judged: drop released files (only when some are pending)."""
         if self.inuse.has_pending():
             self.holder_map(kind, now_ms)
@@ -83,7 +84,7 @@ class Guard:
         dev = _device(usage.path)
         return usage if dev is None else adjusted(usage, self.inuse.pending_on(dev))
 
-    def holders_of(self, kind: StoreKind, now_ms: int) -> HoldersOf:
+    def holders_of(self, kind: AnyKind, now_ms: int) -> HoldersOf:
         """Other processes holding a planned file; None when that cannot be known.
 
         Visible holders other than the owner settle it. Otherwise a complete view (and a

@@ -20,13 +20,13 @@ from typing import Protocol
 
 from retentiond.engine.decision import Decision
 from retentiond.engine.identity import FileIdentity
-from retentiond.reasons import Kind, Reason, Verdict
+from retentiond.reasons import AnyReason, FileKind, Reason, Verdict
 
 
 class HoldIntervals(Protocol):
     """A store kind's forcible interval per file kind, in ms (upstream's intervalForcibly)."""
 
-    def interval(self, kind: Kind) -> int: ...
+    def interval(self, kind: FileKind) -> int: ...
 
 
 # Who holds a planned file: pids other than the owner and us; None when that cannot be known.
@@ -37,10 +37,10 @@ HoldersOf = Callable[[Decision], frozenset[int] | None]
 class HeldFile:
     """A file whose deletion was deferred because it was held: upstream's firstShutdown."""
 
-    kind: Kind
+    kind: FileKind
     first_attempt_ms: int
     identity: FileIdentity | None
-    reason: Reason  # why it was to be deleted when first attempted
+    reason: AnyReason  # why it was to be deleted when first attempted
     holders: tuple[int, ...]  # () when the holders could not be seen
 
     def as_dict(self, path: str) -> dict[str, object]:

@@ -17,6 +17,13 @@ queues are judged by the CommitLog minimum *after* its files went): it plans a s
 engine each ordered run of deletions through ``Round.hold`` and ``Round.execute``, reads the
 outcomes back, and plans the next stage. In a dry run or a ``plan`` the same calls simply do
 not unlink, so a dry run cannot diverge from a real round.
+
+This module is the leaf of that seam: it names value types only. The round's services are
+seen through ``RoundServices`` (``engine.round.Round`` implements it), so a kind, and this
+interface, import nothing of the engine's machinery. ``StoreKind`` is generic over the kind's
+own snapshot and plan types: each kind is checked against it with its own types
+(``StoreKind[Snapshot, Plan]``), while the engine, which only hands a kind's snapshot back to
+the same kind, holds any kind (``AnyKind``).
 """
 
 from __future__ import annotations
@@ -24,28 +31,43 @@ from __future__ import annotations
 import os
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any, Protocol, TypeAlias, TypeVar
 
-from retentiond.config.settings import Settings
+from retentiond.config.settings import Settings, StoreSection
 from retentiond.engine.decision import Decision
+from retentiond.engine.disk import PathUsage
 from retentiond.engine.figures import DiskFigures, StoreStats
 from retentiond.engine.holds import HeldFile, HoldIntervals
-from retentiond.engine.rollup import IdleView
-from retentiond.reasons import Kind, Reason
-
-if TYPE_CHECKING:
-    from retentiond.engine.round import Round
+from retentiond.engine.runs import Outcome, Run
+from retentiond.journal.rollup import IdleView
+from retentiond.reasons import AnyReason, FileKind
 
 
 class RoundPlan(Protocol):
     """A kind's plan for one round, as the engine, the journal and the reports see it."""
 
-    now_ms: int
-    config_hash: str
-    errors: tuple[str, ...]  # store errors: nothing was deleted from what they cover
-    foreign: tuple[tuple[str, str], ...]  # (path, why) of entries outside the naming scheme
-    manual: bool
-    dry_run: bool
+    # Read-only: a kind's plan is a frozen value.
+    @property
+    def now_ms(self) -> int: ...
+
+    @property
+    def config_hash(self) -> str: ...
+
+    @property
+    def errors(self) -> tuple[str, ...]:
+        """Store errors: nothing was deleted from what they cover."""
+        ...
+
+    @property
+    def foreign(self) -> tuple[tuple[str, str], ...]:
+        """(path, why) of entries outside the naming scheme."""
+        ...
+
+    @property
+    def manual(self) -> bool: ...
+
+    @property
+    def dry_run(self) -> bool: ...
 
     def decisions(self) -> Iterator[Decision]:
         """Every examined file, with its verdict and reason."""
@@ -67,6 +89,20 @@ class RoundPlan(Protocol):
     def as_dict(self, *, all_queue_files: bool = True) -> dict[str, object]:
         """The versioned plan document (``plan --json``)."""
         ...
+
+
+@dataclass(frozen=True)
+class BrokerMain:
+    """How a store kind's broker process is told by its command line: the argument that is
+    its main class, as a whole (``classes``) or by its last dotted part (``simple_names``)."""
+
+    type: str  # what the owner's figures call such a process (the kind's name)
+    title: str  # how a warning names it: "a ... broker (its main class)"
+    classes: frozenset[str] = frozenset()
+    simple_names: frozenset[str] = frozenset()
+
+    def matches(self, arg: str) -> bool:
+        return arg in self.classes or arg.rsplit(".", 1)[-1] in self.simple_names
 
 
 StatusDoc = Mapping[str, object]  # the daemon's status document, as JSON gives it back
@@ -123,17 +159,103 @@ class KindVoice(Protocol):
         ...
 
 
-class StoreKind(KindVoice, Protocol):
+class RoundServices(Protocol):
+    """What a kind may ask of the engine during one round (``engine.round.Round``): disk
+    figures net of pending release, holds by other processes, and the execution of its
+    runs. In a ``plan`` and a dry run ``execute`` unlinks nothing."""
+
+    @property
+    def now_ms(self) -> int: ...
+
+    @property
+    def manual(self) -> bool: ...
+
+    def phase(self, name: str) -> None:
+        """The kind starts planning another of its file kinds (the metrics time each)."""
+        ...
+
+    @property
+    def executes(self) -> bool:
+        """Runs are carried out (a real round with a journal)."""
+        ...
+
+    @property
+    def remembers(self) -> bool:
+        """The kind may update its round memory (not for ``plan``, which changes nothing)."""
+        ...
+
+    @property
+    def halted(self) -> bool:
+        """A stop request or a journal failure ended the round: later runs are not carried
+        out."""
+        ...
+
+    def refresh_pending(self) -> None:
+        """Before the disk is judged: forget pending files that were released since."""
+        ...
+
+    def adjusted(self, usage: PathUsage) -> PathUsage:
+        """A path's usage once unlinked-but-held bytes on its filesystem are released."""
+        ...
+
+    def pending_bytes(self) -> int: ...
+
+    def look_for_pending(self) -> bool:
+        """Look for unlinked-but-held files if not done yet this round; True when the
+        pending totals changed."""
+        ...
+
+    def note_disk_ratio(self, ratio: float | None) -> None:
+        """The ratio every deletion record of this round carries as ``disk_ratio_before``."""
+        ...
+
+    def hold(self, decisions: tuple[Decision, ...]) -> tuple[Decision, ...]:
+        """An ordered run with held files deferred (or forced once their interval passed)
+        and refused unlinks kept while they back off; everything behind a kept file is kept."""
+        ...
+
+    def execute(self, run: Run) -> list[Outcome]:
+        """Carry out a run (nothing in a plan or dry run, or once the round has halted);
+        its outcomes."""
+        ...
+
+
+SnapshotT = TypeVar("SnapshotT")
+PlanT = TypeVar("PlanT", bound=RoundPlan)
+
+
+class StoreKind(KindVoice, Protocol[SnapshotT, PlanT]):
     """One broker format behind the engine. Lives as long as its Cleaner; keeps its own
-    between-round memory (caches, the offsets its passes acted on)."""
+    between-round memory (caches, the offsets its passes acted on). ``SnapshotT`` is what
+    its ``scan`` returns, ``PlanT`` its plan (a ``RoundPlan``)."""
 
-    file_kinds: tuple[Kind, ...]  # the kinds of file it deletes, for counts and labels
-    phases: tuple[str, ...]  # the stages of its round, in order (``Round.phase``; metrics)
-    # (file kind, reason) pairs its deletions can carry: their counters start at 0.
-    deletion_series: tuple[tuple[Kind, Reason], ...]
-    settings: Settings
+    # Read-only: constants of the kind (its own, possibly narrower, types).
+    @property
+    def file_kinds(self) -> tuple[FileKind, ...]:
+        """The kinds of file it deletes, for counts and labels."""
+        ...
 
-    def reconfigure(self, settings: Settings) -> None:
+    @property
+    def phases(self) -> tuple[str, ...]:
+        """The stages of its round, in order (``RoundServices.phase``; metrics)."""
+        ...
+
+    @property
+    def deletion_series(self) -> tuple[tuple[FileKind, AnyReason], ...]:
+        """(file kind, reason) pairs its deletions can carry: their counters start at 0."""
+        ...
+
+    @property
+    def brokers(self) -> tuple[BrokerMain, ...]:
+        """Its broker process, told by its main class (``engine.proc.owner``)."""
+        ...
+
+    @property
+    def settings(self) -> Settings[StoreSection]:
+        """The settings in force (``reconfigure`` changes them)."""
+        ...
+
+    def reconfigure(self, settings: Settings[StoreSection]) -> None:
         """Take new settings from the next round on; round memory survives a reload."""
         ...
 
@@ -152,13 +274,13 @@ class StoreKind(KindVoice, Protocol):
         ...
 
     # ---- a round ------------------------------------------------------------------------
-    def scan(self, now_ms: int, *, executes: bool = True) -> Any:
+    def scan(self, now_ms: int, *, executes: bool = True) -> SnapshotT:
         """A read-only snapshot of the store (the kind's own type). ``executes``: the round
         may delete (a real round), so the kind may take what it needs for the whole round
         (Kafka: each log dir's ``.lock``); a plan or a dry run only looks."""
         ...
 
-    def plan_round(self, snapshot: Any, rnd: Round) -> RoundPlan:
+    def plan_round(self, snapshot: SnapshotT, rnd: RoundServices) -> PlanT:
         """Plan the round stage by stage, executing through ``rnd`` (see the module doc)."""
         ...
 
@@ -171,44 +293,46 @@ class StoreKind(KindVoice, Protocol):
         """The kind's part of the daemon's ``status`` document (its round memory)."""
         ...
 
-    def round_fields(self, plan: RoundPlan, deleted: frozenset[str]) -> dict[str, object]:
+    def round_fields(self, plan: PlanT, deleted: frozenset[str]) -> dict[str, object]:
         """The kind's part of the journal's ``round`` record."""
         ...
 
-    def idle_view(self, record: Mapping[str, Any]) -> IdleView | None:
+    def idle_view(self, record: Mapping[str, object]) -> IdleView | None:
         """How a ``round`` record of this kind reads for folding idle rounds into summaries
-        (``engine.rollup``): its state, ratio, stuck flag and the fields the summary carries.
+        (``journal.rollup``): its state, ratio, stuck flag and the fields the summary carries.
         None: never idle (the store could not be measured)."""
         ...
 
     # ---- for people and dashboards ------------------------------------------------------
-    def render_plan(self, plan: RoundPlan, *, all_queue_files: bool = False) -> str:
+    def render_plan(self, plan: PlanT, *, all_queue_files: bool = False) -> str:
         """The plan as ``retentiond plan`` prints it."""
         ...
 
-    def status_fields(self, plan: RoundPlan, deleted: frozenset[str]) -> dict[str, object]:
+    def status_fields(self, plan: PlanT, deleted: frozenset[str]) -> dict[str, object]:
         """What ``status`` shows of the last scan (RocketMQ: triggers, expired files left)."""
         ...
 
     def store_stats(
-        self, plan: RoundPlan, deleted: frozenset[str], previous: StoreStats | None
+        self, plan: PlanT, deleted: frozenset[str], previous: StoreStats | None
     ) -> StoreStats:
         """Files, bytes and oldest age per file kind after a round that deleted ``deleted``."""
         ...
 
-    def disk_figures(self, settings: Settings, now_ms: int) -> DiskFigures:
+    def disk_figures(self, settings: Settings[StoreSection], now_ms: int) -> DiskFigures:
         """The disk as it is now (at scrape time): ratios, and the disk state if it has any."""
         ...
 
-    def phases_succeeded(self, plan: RoundPlan) -> tuple[str, ...]:
+    def phases_succeeded(self, plan: PlanT) -> tuple[str, ...]:
         """The phases of a round that ran to completion (for last-success times)."""
         ...
 
-    def cadence(self, settings: Settings) -> Cadence:
+    def cadence(self, settings: Settings[StoreSection]) -> Cadence:
         """The rounds' period and the retry interval that ``settings`` give."""
         ...
 
-    def status_settings(self, settings: Settings, scan: StatusDoc | None) -> dict[str, object]:
+    def status_settings(
+        self, settings: Settings[StoreSection], scan: StatusDoc | None
+    ) -> dict[str, object]:
         """Its part of the status document that follows the settings in force (a reload shows
         at once, before the next round) and the last scan's ``status_fields`` (None before
         the first): RocketMQ's ``delete_when`` and ``disk`` section."""
@@ -218,15 +342,15 @@ class StoreKind(KindVoice, Protocol):
         """The fields of the daemon's "round done" log line from the round's ``status_fields``."""
         ...
 
-    def info_labels(self, settings: Settings) -> dict[str, str]:
+    def info_labels(self, settings: Settings[StoreSection]) -> dict[str, str]:
         """The values of its ``info_label_names`` under ``settings``."""
         ...
 
-    def reserved_time_s(self, settings: Settings) -> float | None:
+    def reserved_time_s(self, settings: Settings[StoreSection]) -> float | None:
         """The one age at which a file expires, where the kind has one (fileReservedTime)."""
         ...
 
-    def plan_only_notes(self, plan: RoundPlan) -> list[str]:
+    def plan_only_notes(self, plan: PlanT) -> list[str]:
         """Lines ``once`` prints after a real round for the parts of the store it could only
         plan (Kafka: the log dirs a running broker holds); empty when it could act on all."""
         ...
@@ -247,3 +371,8 @@ class StoreKind(KindVoice, Protocol):
     def journal_fields(self, decision: Decision, now_ms: int) -> dict[str, object]:
         """The kind's part of an ``intent``/``deletion`` record (``forced`` at least)."""
         ...
+
+
+# Any kind, as the engine and the daemon hold it: they hand a kind's snapshot and plan back
+# to the same kind only, and read a plan through ``RoundPlan``.
+AnyKind: TypeAlias = StoreKind[Any, Any]

@@ -23,7 +23,7 @@ from datetime import UTC, datetime
 
 from retentiond.engine.decision import Decision
 from retentiond.engine.identity import FileIdentity
-from retentiond.reasons import Kind, Reason, Verdict
+from retentiond.reasons import FileKind, Reason, Verdict
 
 BACKOFF_BASE_MS = 1000  # the first retry; each further one waits twice as long, up to the cap
 
@@ -32,7 +32,7 @@ BACKOFF_BASE_MS = 1000  # the first retry; each further one waits twice as long,
 class RefusedFile:
     """One file whose last unlink attempt failed, and when it is tried again."""
 
-    kind: Kind
+    kind: FileKind
     identity: FileIdentity | None
     error: str  # the unlink's error text, as journaled in the abort
     errno: int | None

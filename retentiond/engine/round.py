@@ -17,7 +17,7 @@ from retentiond.engine.disk import PathUsage
 from retentiond.engine.execute import Executor, JournalFailed, Outcome, RoundContext, Run, Stopped
 from retentiond.engine.guard import Guard
 from retentiond.engine.holds import HeldFile, HoldersOf, HoldIntervals, hold_in_order
-from retentiond.engine.kind import StoreKind
+from retentiond.engine.kind import AnyKind
 from retentiond.engine.refused import RefusedFile, keep_refused
 
 
@@ -30,7 +30,7 @@ class Mode(Enum):
 class Round:
     def __init__(
         self,
-        kind: StoreKind,
+        kind: AnyKind,
         guard: Guard,
         *,
         now_ms: int,

@@ -22,9 +22,11 @@ did happen would never get its ``deletion`` record.
 Names (and, since gzip's timestamp is pinned, bytes) are a function of the segment alone, so a
 copy repeated after a crash between 1 and 3 replaces itself: no record is ever shipped twice.
 
-When the target cannot be written, cleaning goes on (this runs in its own scheduler job) and
-segments stay local, bounded by ``retentiond.ship.maxLocalBytes``: past it the oldest closed
-segments are dropped, with an error log and the ``dropped`` counters (exported as metrics).
+When the target cannot be written, cleaning goes on (the daemon runs this in its own
+scheduler job: ``daemon.shipping``) and segments stay local, bounded by
+``retentiond.ship.maxLocalBytes``: past it the oldest closed segments are dropped, with an error
+log and the ``dropped`` counters of the caller's ``ShipCounters`` (the daemon exports its own
+as metrics: ``observe.ship_metrics``).
 """
 
 from __future__ import annotations
@@ -40,19 +42,18 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Protocol
 from urllib.parse import quote
 
 import structlog
 
-from retentiond.config.settings import Settings
+from retentiond.config.settings import Settings, StoreSection
 from retentiond.journal import writer as jr
 from retentiond.journal.reconcile import ReconcileResult, reconcile
 
-log = structlog.get_logger("retentiond.ship")
+log = structlog.get_logger(__name__)
 
 SHIP_LOCK_NAME = "ship.lock"
-SHIP_JOB = "ship"
 _TYPE = re.compile(r"[a-z][a-z0-9_]{0,31}")
 
 
@@ -68,7 +69,8 @@ class JournalLike(Protocol):
 
 @dataclass
 class ShipCounters:
-    """Cumulative, process-wide figures; observe/ exports them as Prometheus metrics."""
+    """Cumulative figures over the passes that were handed them (the daemon keeps one for
+    its life; ``observe.ship_metrics`` exports it as Prometheus metrics)."""
 
     runs: int = 0
     failures: int = 0
@@ -84,9 +86,6 @@ class ShipCounters:
     last_success_ms: int | None = None
     last_error: str | None = None
     lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
-
-
-COUNTERS = ShipCounters()
 
 
 @dataclass
@@ -242,7 +241,11 @@ def _remove(path: Path) -> None:
 
 
 def _enforce_budget(
-    directory: Path, max_local_bytes: int, result: ShipResult, keep: set[int] | None = None
+    directory: Path,
+    max_local_bytes: int,
+    result: ShipResult,
+    keep: set[int] | None = None,
+    counters: ShipCounters | None = None,
 ) -> None:
     """Drop the oldest closed segments until the unshipped backlog fits the budget; never one
     holding an open intent of a live writer (``keep``): its outcome is due any moment."""
@@ -259,10 +262,11 @@ def _enforce_budget(
         total -= sizes[path]
         result.dropped_segments += 1
         result.dropped_records += lines
-        with COUNTERS.lock:
-            COUNTERS.segments_dropped += 1
-            COUNTERS.records_dropped += lines
-            COUNTERS.bytes_dropped += sizes[path]
+        if counters is not None:
+            with counters.lock:
+                counters.segments_dropped += 1
+                counters.records_dropped += lines
+                counters.bytes_dropped += sizes[path]
         log.error(
             "JOURNAL SEGMENT DROPPED UNSHIPPED: the ship target has been unreachable and the "
             "local backlog exceeds retentiond.ship.maxLocalBytes",
@@ -296,9 +300,10 @@ def ship_once(
     now_ms: Callable[[], int] = jr.wall_ms,
     append: Callable[[dict[str, object]], None] | None = None,
     held: Callable[[str], bool] | None = None,
+    counters: ShipCounters | None = None,
 ) -> ShipResult:
     """One pass: close an idle segment, reconcile, ship every closed one oldest first, keep
-    the budget.
+    the budget; added to ``counters`` when given.
 
     ``journal`` is the writer's own handle when called from the daemon; without it (the CLI)
     an idle segment is closed through the directory lock instead. ``flush`` closes the
@@ -328,10 +333,10 @@ def ship_once(
             log.warning(
                 "shipping failed; segments kept locally", target=str(target), error=str(exc)
             )
-        _enforce_budget(directory, max_local_bytes, result, keep)
+        _enforce_budget(directory, max_local_bytes, result, keep, counters)
     finally:
         os.close(lock)
-    _count(result, now_ms())
+    _count(result, now_ms(), counters)
     return result
 
 
@@ -423,31 +428,34 @@ def _ship_closed(
         result.torn_lines += torn
 
 
-def _count(result: ShipResult, now: int) -> None:
-    with COUNTERS.lock:
-        COUNTERS.runs += 1
-        COUNTERS.segments_shipped += result.shipped_segments
-        COUNTERS.records_shipped += result.shipped_records
-        COUNTERS.files_written += result.files_written
-        COUNTERS.torn_lines += result.torn_lines
+def _count(result: ShipResult, now: int, counters: ShipCounters | None) -> None:
+    if counters is None:
+        return
+    with counters.lock:
+        counters.runs += 1
+        counters.segments_shipped += result.shipped_segments
+        counters.records_shipped += result.shipped_records
+        counters.files_written += result.files_written
+        counters.torn_lines += result.torn_lines
         if not result.busy:
-            COUNTERS.backlog_segments = result.backlog_segments
-            COUNTERS.backlog_bytes = result.backlog_bytes
+            counters.backlog_segments = result.backlog_segments
+            counters.backlog_bytes = result.backlog_bytes
         if result.error:
-            COUNTERS.failures += 1
-            COUNTERS.last_error = result.error
+            counters.failures += 1
+            counters.last_error = result.error
         elif not result.busy:
-            COUNTERS.last_success_ms = now
-            COUNTERS.last_error = None
+            counters.last_success_ms = now
+            counters.last_error = None
 
 
 def ship_with_settings(
-    settings: Settings,
+    settings: Settings[StoreSection],
     directory: Path,
     journal: JournalLike | None = None,
     *,
     flush: bool = False,
     held: Callable[[str], bool] | None = None,
+    counters: ShipCounters | None = None,
 ) -> ShipResult:
     d = settings.daemon
     assert d.ship_target is not None
@@ -459,122 +467,5 @@ def ship_with_settings(
         journal=journal,
         flush=flush,
         held=held,
+        counters=counters,
     )
-
-
-# --- metrics ---------------------------------------------------------------------------
-
-
-class ShipCollector:
-    """``COUNTERS`` as Prometheus metrics, labelled ``cluster`` and ``broker`` like every other
-    retentiond series; register on the daemon's registry."""
-
-    def __init__(self, labels: Callable[[], tuple[str, str]] = lambda: ("", "")) -> None:
-        self.labels = labels
-
-    _COUNTERS = (
-        ("runs", "Shipping passes run."),
-        ("failures", "Shipping passes that could not ship every closed segment."),
-        ("segments_shipped", "Journal segments shipped and verified."),
-        ("records_shipped", "Journal records shipped."),
-        ("torn_lines", "Torn journal lines skipped while shipping."),
-        ("segments_dropped", "Closed segments DROPPED unshipped to stay within maxLocalBytes."),
-        ("records_dropped", "Journal records dropped unshipped."),
-        ("bytes_dropped", "Journal bytes dropped unshipped."),
-    )
-
-    def collect(self) -> Any:
-        from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
-
-        names, values = ["cluster", "broker"], list(self.labels())
-        with COUNTERS.lock:
-            snap = {k: getattr(COUNTERS, k) for k, _ in self._COUNTERS}
-            backlog = (COUNTERS.backlog_segments, COUNTERS.backlog_bytes)
-            last = COUNTERS.last_success_ms
-        for key, text in self._COUNTERS:
-            family = CounterMetricFamily(f"retentiond_ship_{key}", text, labels=names)
-            family.add_metric(values, snap[key])
-            yield family
-        gauges = [
-            ("backlog_segments", "Closed journal segments waiting to be shipped.", backlog[0]),
-            (
-                "backlog_bytes",
-                "Bytes of closed journal segments waiting to be shipped.",
-                backlog[1],
-            ),
-        ]
-        if last is not None:
-            gauges.append(
-                (
-                    "last_success_timestamp_seconds",
-                    "When a shipping pass last shipped everything it could see.",
-                    last / 1000,
-                )
-            )
-        for key, text, value in gauges:
-            gauge = GaugeMetricFamily(f"retentiond_ship_{key}", text, labels=names)
-            gauge.add_metric(values, value)
-            yield gauge
-
-
-# --- the daemon's job ----------------------------------------------------------------------
-
-
-def schedule(
-    scheduler: Any,
-    settings: Callable[[], Settings],
-    journal: Any,
-    registry: Any = None,
-    held: Callable[[str], bool] | None = None,
-) -> None:
-    """Add the shipping job to the daemon's scheduler.
-
-    The job reads the settings the rounds use at each run, so a reload that sets, changes or
-    removes the target takes effect on the next run, and a new interval reschedules it. With
-    a Prometheus ``registry``, the shipping counters are exported on it.
-    """
-    from apscheduler.triggers.interval import IntervalTrigger
-
-    def trigger(ms: int) -> IntervalTrigger:
-        return IntervalTrigger(seconds=ms / 1000, timezone=UTC)
-
-    current = {"interval": settings().daemon.ship_interval_ms}
-
-    def job() -> None:
-        s = settings()
-        if s.daemon.ship_interval_ms != current["interval"]:
-            current["interval"] = s.daemon.ship_interval_ms
-            scheduler.reschedule_job(SHIP_JOB, trigger=trigger(current["interval"]))
-        if journal is None:
-            return
-        if hasattr(journal, "set_limits"):
-            journal.set_limits(
-                s.daemon.journal_max_segment_bytes, s.daemon.journal_max_segment_age_ms
-            )
-        if s.daemon.ship_target is None:
-            return
-        try:
-            result = ship_with_settings(s, Path(journal.directory), journal, held=held)
-        except Exception:  # the job must survive anything; the next run retries
-            log.exception("shipping job failed")
-            return
-        if result.shipped_segments or result.error or result.dropped_segments:
-            log.info(
-                "journal shipped",
-                segments=result.shipped_segments,
-                records=result.shipped_records,
-                files=result.files_written,
-                backlog_segments=result.backlog_segments,
-                reconciled=result.reconciled,
-                waiting_segments=result.waiting_segments,
-                error=result.error,
-            )
-
-    scheduler.add_job(job, trigger(current["interval"]), id=SHIP_JOB, name="journal shipping")
-    if registry is not None:
-
-        def labels() -> tuple[str, str]:
-            s = settings()
-            return s.broker_cluster_name, s.broker_name
-
-        registry.register(ShipCollector(labels))

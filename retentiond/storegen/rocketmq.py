@@ -10,6 +10,7 @@ the cleaner against what was written rather than against what the cleaner itself
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import math
 import os
@@ -45,6 +46,7 @@ from retentiond.kinds.rocketmq.formats import (
     tags_code,
 )
 from retentiond.kinds.rocketmq.names import offset_to_name
+from retentiond.storegen import GenStoreRequest
 
 _HOUR_MS = 3_600_000
 _INT_MAX = (1 << 31) - 1
@@ -615,10 +617,10 @@ def _write_consume_queues(
     cq_root: Path,
     spec: StoreSpec,
     topics: list[str],
-    phys: array,
-    sizes: array,
-    stamps: array,
-    tag_codes: array | None,
+    phys: array[int],
+    sizes: array[int],
+    stamps: array[int],
+    tag_codes: array[int] | None,
     const_tags_code: int,
 ) -> dict[tuple[str, int], tuple[ConsumeQueueFile, ...]]:
     n = len(phys)
@@ -778,3 +780,23 @@ __all__ = [
     "generate_store",
     "write_config",
 ]
+
+
+def gen_store(request: GenStoreRequest) -> list[str]:
+    """``gen-store`` for RocketMQ: a preset store, adjusted by the request, and its broker.yaml."""
+    spec = PRESETS[request.preset]
+    overrides: dict[str, Any] = {"sparse": True} if request.sparse else {}
+    if request.messages is not None:
+        overrides["messages"] = request.messages
+    if request.file_size is not None:
+        overrides["commitlog_file_size"] = request.file_size
+    if request.oldest_hours is not None:
+        overrides["oldest_age_hours"] = request.oldest_hours
+    spec = dataclasses.replace(spec, **overrides)
+    root = request.dir.absolute()
+    store = generate_store(root, spec, request.progress)
+    lines = [f"generated store at {root}: {store.summary()}"]
+    if request.config_out is not None:
+        path = write_config(root, spec, request.config_out.absolute())
+        lines.append(f"wrote config {path}")
+    return lines

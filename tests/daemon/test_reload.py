@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from retentiond.config.loader import load_settings
 from retentiond.config.settings import Settings
 from retentiond.daemon.reload import ConfigWatcher, check_reload, describe_change
+from retentiond.kinds import load_settings
 from retentiond.storegen.rocketmq import PRESETS
 from tests.conftest import Store
 

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from retentiond.daemon import control
 from tests.conftest import need
 
 UNITS = Path(__file__).resolve().parents[2] / "systemd"
@@ -91,3 +92,18 @@ def test_reload_and_stop_contract_of_the_service() -> None:
     assert settings["Restart"] == "on-failure"
     assert "/etc/retentiond/%i.yaml" in settings["ExecStart"]
     assert settings["RuntimeDirectory"] == "retentiond/%i"
+
+
+def test_clients_find_the_socket_of_the_unit_from_the_config_path() -> None:
+    """The unit's daemon puts its socket in ``$RUNTIME_DIRECTORY``; an operator's shell has no
+    such variable, and `status --config /etc/retentiond/broker-a.yaml` must still find it."""
+    text = (UNITS / "retentiond@.service").read_text()
+    settings = dict(
+        line.split("=", 1) for line in text.splitlines() if "=" in line and line[0] != "#"
+    )
+    instance = "broker-a"
+    runtime = "/run/" + settings["RuntimeDirectory"].replace("%i", instance)
+    config = Path(settings["ExecStart"].split("--config ", 1)[1].split()[0].replace("%i", instance))
+    daemon_side = control.default_socket_path(config, {"RUNTIME_DIRECTORY": runtime})
+    assert daemon_side == Path(runtime) / "control.sock"
+    assert daemon_side in control.client_socket_paths(config, None, {})

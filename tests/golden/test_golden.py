@@ -25,7 +25,8 @@ from typing import Any
 
 import pytest
 
-from retentiond.config.loader import load_settings, local_zone_name
+from retentiond.config.zones import local_zone_name
+from retentiond.kinds import load_settings
 from tests.conftest import Tmpfs
 from tests.helpers.cli import CliResult, run_cli
 from tests.helpers.daemons import Daemon, spawn_run
@@ -80,12 +81,12 @@ _NUMBER = r"-?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?"
 _ISO = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?(?:Z|[+-]\d\d:?\d\d)?")
 _EPOCH_MS = re.compile(r"\b1[5-9]\d{11}\b")  # a millisecond timestamp (2017..2033)
 _AGE = re.compile(r"\bage -?\d+ ms\b")
-# a human age in a text table (engine.units.human_age)
+# a human age in a text table (text.units.human_age)
 _AGE_CELL = re.compile(r"(?<= )-?\d+(?:d\d\dh|h\d\dm|m\d\ds)(?= )")
 _CONFIG_TEXT = re.compile(r"\bconfig [0-9a-f]{12}\b")
 _ROUND_TIME = re.compile(r"\bround done in \d+(?:\.\d+)?s\b")
 _HOUR_TEXT = re.compile(r"\(hour \d+\)")
-# a time in a plan's zone (engine.units.human_time), and an age after "age" in a text
+# a time in a plan's zone (text.units.human_time), and an age after "age" in a text
 _DATE_TEXT = re.compile(r"\b\d{4}-\d\d-\d\d \d\d:\d\d [A-Za-z0-9+-]+")
 _AGE_WORD = re.compile(r"\bage -?\d+(?:d\d\dh|h\d\dm|m\d\ds)\b")
 _INDEX_NAME = re.compile(r"(?<=/index/)\d{17}\b")  # yyyyMMddHHmmssSSS of its creation
@@ -108,10 +109,11 @@ def normalise(
        ``<ts>``, and ``age N ms`` inside texts by ``age <age> ms``;
     5. with ``table`` (the text output of ``plan`` and ``once``): the ages of the file tables
        (``4d01h``) and after ``age`` by ``<age>``, the dates in the plan's zone
-       (``2026-01-02 04:00 UTC``) by ``<date>``, the round's duration (``round done in <s>s``), the local
-       hour (``(hour <hour>)``), the config hash (``config <config_hash>``), and every run of
-       two or more spaces after a word by two spaces (indentation is kept): the columns are
-       padded to the widest cell, and the widest path is a temporary one.
+       (``2026-01-02 04:00 UTC``) by ``<date>``, the round's duration
+       (``round done in <s>s``), the local hour (``(hour <hour>)``), the config hash
+       (``config <config_hash>``), and every run of two or more spaces after a word by two
+       spaces (indentation is kept): the columns are padded to the widest cell, and the
+       widest path is a temporary one.
     """
     for path, placeholder in sorted(paths.items(), key=lambda kv: -len(str(kv[0]))):
         text = text.replace(str(path), placeholder)

@@ -136,19 +136,20 @@ def test_unreachable_target_keeps_segments_within_budget_then_catches_up(tmp_pat
     for i in range(300):
         j.append({"type": "round", "seq": i, "pad": "p" * 100})
     target = tmp_path / "mnt" / "fleet"  # the mount is not there
-    before = ship.COUNTERS.segments_dropped
-    r = ship_now(tmp_path / "j", target, max_local_bytes=1 << 30)
+    counters = ship.ShipCounters()
+    r = ship_now(tmp_path / "j", target, max_local_bytes=1 << 30, counters=counters)
     assert r.error and "not a reachable directory" in r.error
     closed = jr.closed_segments(tmp_path / "j")
     assert r.backlog_segments == len(closed) > 5 and r.dropped_segments == 0
     assert not target.exists(), "never creates the target itself"
     j.append({"type": "round", "seq": 300})  # writing goes on
     budget = 3 * 4096
-    dropped = ship_now(tmp_path / "j", target, max_local_bytes=budget)
+    dropped = ship_now(tmp_path / "j", target, max_local_bytes=budget, counters=counters)
     assert dropped.dropped_segments == len(closed) - dropped.backlog_segments > 0
     assert dropped.backlog_bytes <= budget
-    assert ship.COUNTERS.segments_dropped == before + dropped.dropped_segments
-    assert ship.COUNTERS.records_dropped >= dropped.dropped_records > 0
+    assert counters.segments_dropped == dropped.dropped_segments
+    assert counters.records_dropped == dropped.dropped_records > 0
+    assert (counters.runs, counters.failures) == (2, 2)
     target.mkdir(parents=True)
     r = ship_now(tmp_path / "j", target, flush=True)
     assert r.error is None and r.backlog_segments == 0
@@ -220,14 +221,18 @@ def test_ship_settings_are_validated(tmp_path: Path, key: str) -> None:
 def test_dropped_segments_are_a_metric(tmp_path: Path) -> None:
     from prometheus_client import CollectorRegistry, generate_latest
 
+    from retentiond.observe.ship_metrics import ShipCollector
+
     registry = CollectorRegistry()
-    registry.register(ship.ShipCollector(lambda: ("cluster-1", "broker-a")))
+    counters = ship.ShipCounters()
+    registry.register(ShipCollector(counters, lambda: ("cluster-1", "broker-a")))
     j = Journal(tmp_path / "j", ORIGIN, max_segment_bytes=4096)
     for i in range(100):
         j.append({"type": "round", "seq": i, "pad": "p" * 100})
     labels = {"cluster": "cluster-1", "broker": "broker-a"}
-    before = registry.get_sample_value("retentiond_ship_segments_dropped_total", labels) or 0
-    r = ship_now(tmp_path / "j", tmp_path / "absent", max_local_bytes=0)
+    before = registry.get_sample_value("retentiond_ship_segments_dropped_total", labels)
+    assert before == 0
+    r = ship_now(tmp_path / "j", tmp_path / "absent", max_local_bytes=0, counters=counters)
     assert r.dropped_segments > 0
     text = generate_latest(registry).decode()
     assert "retentiond_ship_records_dropped_total" in text

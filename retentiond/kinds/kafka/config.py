@@ -1,6 +1,11 @@
-"""The effective retention config of a Kafka topic (spec §10.3), on top of the validated
-``server.properties`` (``retentiond.config.kafka``: the file, its synonyms and its refusals
-live in the configuration layer, so ``Settings`` can carry it).
+"""A Kafka broker's configuration: its ``server.properties`` (or the same keys in YAML) read and
+validated as the broker reads it (spec §5.1), retentiond's own ``retentiond.kafka.*`` keys, and
+the effective retention config of a topic (spec §10.3).
+
+Kafka's own parsing rules apply (``java.util.Properties`` syntax, ``ConfigDef`` numbers and
+booleans, the synonym precedence ``log.retention.ms`` > ``.minutes`` > ``.hours``). Where Kafka
+would refuse a value (and not start), we refuse too, naming the file, the key and the value,
+all problems at once: a retention daemon must never guess what an operator meant.
 
 A topic's config is its overrides (the KRaft metadata log, else the overrides file) over the
 dynamic broker layers over ``server.properties``; when none of the sources knows the topic
@@ -11,42 +16,239 @@ never deleted from.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping, Sequence
+import os
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TypeVar, cast
 
-from retentiond.config.kafka import (
-    BROKER_KEYS,
-    ROCKETMQ_MARKERS,
-    TOPIC_KEYS,
-    UNKNOWN_TOPICS_BROKER_DEFAULTS,
-    UNKNOWN_TOPICS_KEEP,
-    KafkaConfigError,
-    KafkaServer,
-    broker_retention,
-    broker_retention_ms,
-    load_topic_overrides,
-    parse_properties,
-    topic_value,
-)
-from retentiond.config.kafka import load_server_properties as _load_server
+import yaml
+
+from retentiond.config import properties
+from retentiond.config.daemon import DAEMON_KEYS, DAEMON_NAMESPACE, cross_checks, daemon_settings
+from retentiond.config.keys import Format, closest_key, java_trim, squash
+from retentiond.config.loader import Claim, ConfigFile, Draft
+from retentiond.config.problems import ConfigError, ConfigProblem
+from retentiond.config.settings import Settings, StoreSection, plain
+from retentiond.config.table import Entry, KeyTable
 from retentiond.kinds.kafka.policy import TopicConfig
 
 __all__ = [
     "BROKER_KEYS",
-    "ROCKETMQ_MARKERS",
     "TOPIC_KEYS",
     "UNKNOWN_TOPICS_BROKER_DEFAULTS",
     "UNKNOWN_TOPICS_KEEP",
-    "KafkaConfigError",
+    "KafkaServer",
     "KafkaServerConfig",
     "apply_topic_overrides",
+    "broker_retention",
     "broker_retention_ms",
     "broker_topic_defaults",
-    "for_server",
+    "claim",
     "load_server_properties",
     "load_topic_overrides",
     "parse_properties",
+    "read",
+    "read_server",
 ]
+
+KIND_NAME = "kafka"
+TITLE = "Kafka"
+# The keys that make a file a Kafka broker's.
+IDENTIFYING_KEYS = frozenset({"log.dirs", "log.dir"})
+UNKNOWN_TOPICS_KEEP = "keep"
+UNKNOWN_TOPICS_BROKER_DEFAULTS = "brokerDefaults"
+DEFAULT_RETENTION_MS = 7 * 24 * 3600 * 1000  # log.retention.hours=168
+DEFAULT_CHECK_INTERVAL_MS = 300_000  # log.retention.check.interval.ms
+DEFAULT_SEGMENT_DELETE_DELAY_MS = 60_000  # log.segment.delete.delay.ms
+DEFAULT_LOG_DIR = "/tmp/kafka-logs"  # Kafka's log.dir default
+# How long a refused unlink waits at most before it is tried again (the engine's backoff).
+RETRY_INTERVAL_MS = 120_000
+# A reload may not change which log dirs (their locks are taken once) nor which broker (the
+# labels of the journal and the metrics).
+RESTART_KEYS = frozenset({"log.dirs", "metadata.log.dir", "node.id"})
+_INT_MIN, _INT_MAX = -(2**31), 2**31 - 1
+_LONG_MIN, _LONG_MAX = -(2**63), 2**63 - 1
+_T = TypeVar("_T")
+# retentiond's own Kafka keys (dotted, prefix ``retentiond.``)
+OWN_KEYS = ("kafka.topicOverrides", "kafka.unknownTopics", "kafka.timeIndexCompat")
+
+
+def is_kafka_keys(keys: object) -> bool:
+    """A configuration is a Kafka broker's when it sets ``log.dirs`` or ``log.dir``."""
+    return isinstance(keys, Mapping) and ("log.dirs" in keys or "log.dir" in keys)
+
+
+class _Refused(ValueError):
+    """One value refused: the entry as Kafka's own messages write it, and why."""
+
+    def __init__(self, key: str, value: object, message: str, written: str | None = None):
+        self.key = key
+        self.value = value
+        self.message = message
+        self.written = written if written is not None else f"{key}={value!r}"
+        super().__init__(f"{self.written}: {message}")
+
+    def problem(self, file: str) -> ConfigProblem:
+        return ConfigProblem(file, self.key, self.value, self.message, written=self.written)
+
+
+# ---- java.util.Properties ---------------------------------------------------------------
+
+
+def _read_properties(text: str, path: str) -> tuple[dict[str, str], list[ConfigProblem]]:
+    """``Properties.load`` as a mapping: the last occurrence of a key wins, and an entry that
+    cannot be decoded (a malformed ``\\uXXXX``) is refused, as the broker refuses to start."""
+    props: dict[str, str] = {}
+    problems: list[ConfigProblem] = []
+    for entry in properties.parse_properties(text):
+        if entry.error is not None or entry.key is None:
+            problems.append(ConfigProblem(path, "", None, f"line {entry.line}: {entry.error}"))
+            continue
+        props[entry.key] = entry.value
+    return props, problems
+
+
+def parse_properties(text: str, path: str = "<properties>") -> dict[str, str]:
+    """``Properties.load`` as a mapping; raises ConfigError for an entry Kafka would refuse."""
+    props, problems = _read_properties(text, path)
+    if problems:
+        raise ConfigError(problems)
+    return props
+
+
+# ---- ConfigDef-style values -------------------------------------------------------------
+
+
+def _num(key: str, raw: str, lo: int, hi: int, at_least: int | None) -> int:
+    try:
+        v = int(raw.strip())
+    except ValueError:
+        raise _Refused(key, raw, "not an integer") from None
+    if not lo <= v <= hi:
+        raise _Refused(key, raw, "out of range")
+    if at_least is not None and v < at_least:
+        raise _Refused(key, raw, f"must be at least {at_least}")
+    return v
+
+
+def _bool(key: str, raw: str) -> bool:
+    v = raw.strip().lower()
+    if v not in ("true", "false"):
+        raise _Refused(key, raw, "expected true or false")
+    return v == "true"
+
+
+def _policy(key: str, raw: str) -> frozenset[str]:
+    items = [p.strip().lower() for p in raw.split(",") if p.strip()]
+    bad = [p for p in items if p not in ("compact", "delete")]
+    if bad:
+        raise _Refused(key, raw, f"{bad[0]!r} is not compact or delete")
+    return frozenset(items)
+
+
+# ---- broker keys and topic keys (ServerTopicConfigSynonyms, KafkaConfig, LogConfig) -------
+
+BROKER_KEYS = (
+    "log.cleanup.policy",
+    "log.retention.ms",
+    "log.retention.minutes",
+    "log.retention.hours",
+    "log.retention.bytes",
+    "log.segment.delete.delay.ms",
+)
+TOPIC_KEYS = (
+    "cleanup.policy",
+    "retention.ms",
+    "retention.bytes",
+    "file.delete.delay.ms",
+    "remote.storage.enable",
+)
+
+
+def _retention_ms(props: Mapping[str, str]) -> int:
+    if "log.retention.ms" in props:
+        ms = _num("log.retention.ms", props["log.retention.ms"], _LONG_MIN, _LONG_MAX, None)
+    elif "log.retention.minutes" in props:
+        raw = props["log.retention.minutes"]
+        ms = _num("log.retention.minutes", raw, _INT_MIN, _INT_MAX, None) * 60_000
+    elif "log.retention.hours" in props:
+        raw = props["log.retention.hours"]
+        ms = _num("log.retention.hours", raw, _INT_MIN, _INT_MAX, None) * 3_600_000
+    else:
+        ms = DEFAULT_RETENTION_MS
+    return -1 if ms < 0 else ms
+
+
+def _in(where: str, fn: Callable[[], _T]) -> _T:
+    """``fn()``, its refusal raised as a ValueError naming ``where`` first."""
+    try:
+        return fn()
+    except _Refused as e:
+        raise ValueError(f"{where}: {e}") from None
+
+
+def broker_retention_ms(props: Mapping[str, str], path: str) -> int:
+    """KafkaConfig.logRetentionTimeMillis: ms > minutes > hours; any negative → -1."""
+    return _in(path, lambda: _retention_ms(props))
+
+
+@dataclass(frozen=True)
+class BrokerRetention:
+    """The retention values a topic without overrides gets from broker properties."""
+
+    cleanup_policy: frozenset[str]
+    retention_ms: int
+    retention_bytes: int
+    file_delete_delay_ms: int
+
+
+def _broker_retention(props: Mapping[str, str]) -> BrokerRetention:
+    return BrokerRetention(
+        cleanup_policy=_policy("log.cleanup.policy", props.get("log.cleanup.policy", "delete")),
+        retention_ms=_retention_ms(props),
+        retention_bytes=_num(
+            "log.retention.bytes",
+            props.get("log.retention.bytes", "-1"),
+            _LONG_MIN,
+            _LONG_MAX,
+            None,
+        ),
+        file_delete_delay_ms=_num(
+            "log.segment.delete.delay.ms",
+            props.get("log.segment.delete.delay.ms", str(DEFAULT_SEGMENT_DELETE_DELAY_MS)),
+            _LONG_MIN,
+            _LONG_MAX,
+            0,
+        ),
+    )
+
+
+def broker_retention(props: Mapping[str, str], path: str) -> BrokerRetention:
+    """``props`` (server.properties, then dynamic broker layers) as Kafka resolves them;
+    raises ValueError naming file, key and value."""
+    return _in(path, lambda: _broker_retention(props))
+
+
+def _topic_value(key: str, raw: str) -> object | None:
+    if key == "cleanup.policy":
+        return _policy(key, raw)
+    if key == "retention.ms":
+        return _num(key, raw, _LONG_MIN, _LONG_MAX, -1)
+    if key == "retention.bytes":
+        return _num(key, raw, _LONG_MIN, _LONG_MAX, None)
+    if key == "file.delete.delay.ms":
+        return _num(key, raw, _LONG_MIN, _LONG_MAX, 0)
+    if key == "remote.storage.enable":
+        return _bool(key, raw)
+    return None
+
+
+def topic_value(key: str, raw: str, source: str) -> object | None:
+    """One topic-level value as Kafka's LogConfig validates it (retention.ms atLeast(-1),
+    retention.bytes unvalidated, file.delete.delay.ms atLeast(0)); None for a key that does
+    not change what retention deletes (segment.bytes, ...). Raises ValueError."""
+    return _in(source, lambda: _topic_value(key, raw))
 
 
 def broker_topic_defaults(props: Mapping[str, str], path: str) -> TopicConfig:
@@ -74,19 +276,91 @@ def apply_topic_overrides(
 ) -> TopicConfig:
     """Topic-level keys over the broker's values; other topic keys (segment.bytes, ...) do
     not change what retention deletes. Raises ValueError naming source, key and value."""
-    changes: dict[str, object] = {}
+    changes: dict[str, Any] = {}  # (values of the fields' own types: topic_value's)
     for key, raw in overrides.items():
         value = topic_value(key, str(raw), source)
         if value is not None:
             changes[_FIELDS[key]] = value
-    return dataclasses.replace(base, **changes) if changes else base  # type: ignore[arg-type]
+    return dataclasses.replace(base, **changes) if changes else base
+
+
+# ---- the section of the settings --------------------------------------------------------
 
 
 @dataclass(frozen=True)
-class KafkaServerConfig(KafkaServer):
-    """The validated server config plus the topic defaults it gives (``TopicConfig``)."""
+class KafkaServer:
+    """What retentiond needs of one broker's ``server.properties``, validated: the Kafka
+    section of ``Settings`` (``Settings[KafkaServer]``)."""
 
-    defaults: TopicConfig = field(default_factory=TopicConfig)
+    path: str
+    log_dirs: tuple[str, ...]
+    metadata_log_dir: str | None
+    node_id: int | None
+    broker_props: Mapping[str, str]  # the retention-relevant broker keys as written
+    cleaner_enable: bool
+    retention_check_interval_ms: int
+    segment_delete_delay_ms: int
+    retentiond: Mapping[str, str]  # every retentiond.* key, prefix stripped
+    topic_overrides: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
+    unknown_topics: str = UNKNOWN_TOPICS_KEEP
+    time_index_compat: bool = False  # retentiond.kafka.timeIndexCompat (policy, §4.3)
+    defaults: TopicConfig = field(default_factory=TopicConfig)  # a topic without overrides
+    log_dirs_key: str = "log.dirs"  # the key the file wrote the log dirs with
+    # the journal's and the metrics' labels: ``kafka-<node.id>`` and meta.properties' cluster.id
+    broker_name: str = KIND_NAME
+    broker_cluster_name: str = KIND_NAME
+
+    @property
+    def kind_name(self) -> str:
+        return KIND_NAME
+
+    @property
+    def store_dirs(self) -> tuple[str, ...]:
+        return self.log_dirs
+
+    @property
+    def round_interval_ms(self) -> int:
+        """log.retention.check.interval.ms, the broker's own period."""
+        return self.retention_check_interval_ms
+
+    @property
+    def retry_interval_ms(self) -> int:
+        return RETRY_INTERVAL_MS
+
+    @property
+    def restart_keys(self) -> frozenset[str]:
+        return RESTART_KEYS
+
+    @property
+    def metadata_dir(self) -> str:
+        """Where ``__cluster_metadata-0`` lives: metadata.log.dir, else the first log dir."""
+        return self.metadata_log_dir or self.log_dirs[0]
+
+    def key_values(self) -> dict[str, object]:
+        """A JSON-ready view in Kafka's own key names (plans, status, reload diffs)."""
+        return {
+            "log.dirs": list(self.log_dirs),
+            "metadata.log.dir": self.metadata_log_dir,
+            "node.id": self.node_id,
+            **{k: self.broker_props[k] for k in sorted(self.broker_props)},
+            "log.cleaner.enable": self.cleaner_enable,
+            "log.retention.check.interval.ms": self.retention_check_interval_ms,
+            "retentiond.kafka.topicOverrides": self.retentiond.get("kafka.topicOverrides"),
+            "retentiond.kafka.topicOverrides (content)": {
+                t: dict(v) for t, v in sorted(self.topic_overrides.items())
+            },
+            "retentiond.kafka.unknownTopics": self.unknown_topics,
+            "retentiond.kafka.timeIndexCompat": self.time_index_compat,
+        }
+
+    def as_dict(self) -> dict[str, object]:
+        """Its part of the canonical form (the config hash): the kind, its keys, its names."""
+        return {
+            "kind": KIND_NAME,
+            "kafka": plain(self.key_values()),
+            "broker_name": self.broker_name,
+            "broker_cluster_name": self.broker_cluster_name,
+        }
 
     def config_for(
         self,
@@ -114,16 +388,345 @@ class KafkaServerConfig(KafkaServer):
         return base if self.unknown_topics == UNKNOWN_TOPICS_BROKER_DEFAULTS else None
 
 
-def for_server(server: KafkaServer) -> KafkaServerConfig:
-    """The kind's view of a validated server config (``Settings.kafka``)."""
-    if isinstance(server, KafkaServerConfig):
-        return server
-    fields = {f.name: getattr(server, f.name) for f in dataclasses.fields(KafkaServer)}
-    return KafkaServerConfig(
-        **fields, defaults=broker_topic_defaults(server.broker_props, server.path)
+KafkaServerConfig = KafkaServer  # the name the kind's modules and tests know it by
+
+
+# ---- reading one broker's keys ----------------------------------------------------------
+
+
+def _yaml_scalar(v: object) -> str:
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, list):
+        return ",".join(str(x) for x in v)
+    return str(v)
+
+
+def _yaml_properties(doc: object, path: str) -> tuple[dict[str, str], list[ConfigProblem]]:
+    """A YAML Kafka config as the properties it stands for: top-level keys are Kafka's own
+    (``log.dirs: [/a, /b]`` or ``log.dirs: /a,/b``), ``retentiond:`` is nested like the
+    daemon's keys in every kind's YAML; scalars become the text Kafka would read."""
+    if not isinstance(doc, dict):
+        return {}, [ConfigProblem(path, "", None, "must be a mapping of keys to values")]
+    out: dict[str, str] = {}
+    problems: list[ConfigProblem] = []
+
+    def refuse(key: str, value: object, message: str, written: str) -> None:
+        problems.append(ConfigProblem(path, key, value, message, written=written))
+
+    def walk(mapping: Mapping[object, object], prefix: str) -> None:
+        if prefix.count(".") > 8:  # retentiond.a.b.c: no key of ours nests deeper
+            name = prefix.rstrip(".")
+            refuse(name, None, "nested too deeply", name)
+            return
+        for k, v in mapping.items():
+            key = f"{prefix}{k}"
+            if not isinstance(k, str):
+                refuse(key, v, "keys must be strings", f"{key}={v!r}")
+            elif isinstance(v, dict):
+                if not key.startswith("retentiond"):
+                    refuse(key, v, "Kafka keys take scalar values", f"{key}=<a mapping>")
+                else:
+                    walk(v, key + ".")
+            elif v is None:
+                refuse(key, v, "remove the key to use the default", f"{key}=null")
+            else:
+                out[key] = _yaml_scalar(v)
+
+    walk(doc, "")
+    return out, problems
+
+
+def yaml_properties(text: str, path: str) -> dict[str, str]:
+    """The properties a YAML Kafka config stands for; raises ConfigError."""
+    try:
+        doc = yaml.safe_load(text)
+    except Exception as e:  # PyYAML raises more than YAMLError on hostile input
+        message = f"not valid YAML: {str(e).splitlines()[0]}"
+        raise ConfigError([ConfigProblem(path, "", None, message)]) from None
+    props, problems = _yaml_properties(doc, path)
+    if problems:
+        raise ConfigError(problems)
+    return props
+
+
+def read_server_file(path: str) -> dict[str, str]:
+    """The properties of ``path``: YAML (``.yaml``/``.yml``: Kafka's keys as written, nested
+    ``retentiond:`` mappings flattened to dotted keys) or a Java properties file."""
+    try:
+        with open(path, encoding="latin-1") as f:  # Properties.load(InputStream): ISO 8859-1
+            text = f.read()
+    except OSError as e:
+        raise ConfigError(
+            [ConfigProblem(path, "", None, f"cannot read: {e.strerror or e}")]
+        ) from None
+    if path.lower().endswith((".yaml", ".yml")):
+        return yaml_properties(text.encode("latin-1").decode("utf-8", "replace"), path)
+    return parse_properties(text, path)
+
+
+def read_server(props: Mapping[str, str], path: str) -> KafkaServer:
+    """Validate the properties of one broker; raises ConfigError listing every problem.
+    Unknown ``retentiond.*`` keys are the caller's to judge (the daemon's keys live in the
+    common table); here only ``retentiond.kafka.*`` are read."""
+    problems: list[ConfigProblem] = []
+
+    def check(fn: Callable[..., _T], *args: object) -> _T | None:
+        try:
+            return fn(*args)
+        except _Refused as e:
+            problems.append(e.problem(path))
+            return None
+
+    def refuse(key: str, value: object, message: str) -> None:
+        problems.append(ConfigProblem(path, key, value, message, written=f"{key}={value!r}"))
+
+    if props.get("log.dirs", "").strip():
+        dirs = tuple(d.strip() for d in props["log.dirs"].split(",") if d.strip())
+    else:
+        dirs = (props.get("log.dir", DEFAULT_LOG_DIR).strip(),)
+    if not is_kafka_keys(props):
+        message = "neither log.dirs nor log.dir is set: not a Kafka broker config"
+        problems.append(ConfigProblem(path, "", None, message))
+    key = "log.dirs" if props.get("log.dirs", "").strip() else "log.dir"
+    for d in dirs:
+        if not os.path.isabs(d):
+            refuse(key, d, "not an absolute path")
+        elif "\x00" in d:
+            refuse(key, d, "contains a NUL character")
+    if len(set(map(os.path.normpath, dirs))) != len(dirs):
+        refuse(key, props.get(key), "a log dir is listed twice")
+    node_id = None
+    for k in ("node.id", "broker.id"):
+        if k in props:
+            node_id = check(_num, k, props[k], _INT_MIN, _INT_MAX, -1)
+            break
+    # each broker key on its own, so that every bad value is reported at once
+    check(_policy, "log.cleanup.policy", props.get("log.cleanup.policy", "delete"))
+    check(_retention_ms, props)
+    for k, at_least in (("log.retention.bytes", None), ("log.segment.delete.delay.ms", 0)):
+        if k in props:
+            check(_num, k, props[k], _LONG_MIN, _LONG_MAX, at_least)
+    retention = None if problems else check(_broker_retention, props)
+    cleaner = check(_bool, "log.cleaner.enable", props.get("log.cleaner.enable", "true"))
+    interval = check(
+        _num,
+        "log.retention.check.interval.ms",
+        props.get("log.retention.check.interval.ms", str(DEFAULT_CHECK_INTERVAL_MS)),
+        _LONG_MIN,
+        _LONG_MAX,
+        1,
+    )
+    own = {k[len("retentiond.") :]: v for k, v in props.items() if k.startswith("retentiond.")}
+    unknown = own.get("kafka.unknownTopics", UNKNOWN_TOPICS_KEEP)
+    if unknown not in (UNKNOWN_TOPICS_KEEP, UNKNOWN_TOPICS_BROKER_DEFAULTS):
+        refuse("retentiond.kafka.unknownTopics", unknown, "expected keep or brokerDefaults")
+    compat = check(
+        _bool, "retentiond.kafka.timeIndexCompat", own.get("kafka.timeIndexCompat", "false")
+    )
+    overrides: dict[str, dict[str, str]] = {}
+    if "kafka.topicOverrides" in own:
+        ov_path = own["kafka.topicOverrides"]
+        if not os.path.isabs(ov_path):
+            ov_path = os.path.join(os.path.dirname(os.path.abspath(path)), ov_path)
+        overrides = check(_topic_overrides, ov_path) or {}
+    meta = props.get("metadata.log.dir", "").strip() or None
+    if meta is not None and not os.path.isabs(meta):
+        refuse("metadata.log.dir", meta, "not an absolute path")
+    elif meta is not None and "\x00" in meta:
+        refuse("metadata.log.dir", meta, "contains a NUL character")
+    if problems:
+        raise ConfigError(problems)
+    assert retention is not None and cleaner is not None and interval is not None, problems
+    broker_props = {k: v for k, v in props.items() if k in BROKER_KEYS}
+    return KafkaServer(
+        path=path,
+        log_dirs=dirs,
+        metadata_log_dir=meta,
+        node_id=node_id,
+        broker_props=broker_props,
+        cleaner_enable=cleaner,
+        retention_check_interval_ms=interval,
+        segment_delete_delay_ms=retention.file_delete_delay_ms,
+        retentiond=own,
+        topic_overrides=overrides,
+        unknown_topics=unknown,
+        time_index_compat=bool(compat),
+        defaults=broker_topic_defaults(broker_props, path),
+        log_dirs_key=key,
     )
 
 
-def load_server_properties(path: str) -> KafkaServerConfig:
-    """Read and validate; raises KafkaConfigError listing every problem."""
-    return for_server(_load_server(path))
+def load_server_properties(path: str) -> KafkaServer:
+    """Read and validate ``path``; raises ConfigError listing every problem."""
+    return read_server(read_server_file(path), path)
+
+
+def _topic_overrides(path: str) -> dict[str, dict[str, str]]:
+    """The overrides file: YAML ``topic: {key: value}``; every value is checked now, so a bad
+    one is refused at start-up rather than leaving a topic silently unjudged."""
+    key = "retentiond.kafka.topicOverrides"
+    try:
+        with open(path, encoding="utf-8") as f:
+            data = yaml.safe_load(f)
+    except (OSError, ValueError, yaml.YAMLError) as e:  # ValueError: a NUL in the path
+        raise _Refused(key, path, str(e)) from None
+    if data is None:
+        return {}
+    if not isinstance(data, dict):
+        raise _Refused(key, path, "expected a mapping topic: {key: value}")
+    out: dict[str, dict[str, str]] = {}
+    for topic, keys in data.items():
+        if not isinstance(keys, dict):
+            written = f"{path}: {topic}={keys!r}"
+            raise _Refused(key, path, "expected a mapping of topic keys", written)
+        for k in keys:
+            if not isinstance(k, str):
+                raise _Refused(key, path, f"key {k!r} is not a string", f"{path}: {topic}")
+        values = {str(k): _yaml_scalar(v) for k, v in keys.items()}
+        for k, v in values.items():
+            try:
+                _topic_value(k, v)  # validate
+            except _Refused as e:
+                raise _Refused(key, path, e.message, f"{path}: {topic}: {e.written}") from None
+        out[str(topic)] = values
+    return out
+
+
+def load_topic_overrides(path: str, referrer: str) -> dict[str, dict[str, str]]:
+    """The overrides file ``path`` named by the config ``referrer``; raises ValueError."""
+    return _in(referrer, lambda: _topic_overrides(path))
+
+
+# ---- the configuration file as a whole ------------------------------------------------
+
+# retentiond's daemon keys, dotted in a Kafka file (``retentiond.dryRun``)
+TABLE = KeyTable(keys=DAEMON_KEYS, yaml_name="a Kafka YAML config", cross_checks=(cross_checks,))
+
+
+def claim(file: ConfigFile) -> Claim:
+    """A file is a Kafka broker's when it sets ``log.dirs`` or ``log.dir`` at its top."""
+    return Claim.YES if file.top_level_keys() & IDENTIFYING_KEYS else Claim.NO
+
+
+def _unknown_message(key: str) -> str:
+    candidates = [k for k in TABLE.by_key if k.startswith("retentiond.")]
+    candidates += [f"retentiond.{k}" for k in OWN_KEYS]
+    near = closest_key(key, candidates, cutoff=0.6)
+    hint = f"; did you mean {near!r}?" if near else ""
+    return f"unknown key (not accepted in the retentiond namespace){hint}"
+
+
+def _cluster_id(server: KafkaServer) -> str | None:
+    """``cluster.id`` from the first log dir's ``meta.properties`` (written by ``kafka-storage
+    format`` or the first start): the cluster label of the journal and the metrics."""
+    for d in server.log_dirs:
+        try:
+            with open(os.path.join(d, "meta.properties"), encoding="latin-1") as fh:
+                props, problems = _read_properties(fh.read(), d)
+        except OSError:
+            continue
+        if problems:
+            continue
+        cluster = props.get("cluster.id", "").strip()
+        if cluster:
+            return cluster
+    return None
+
+
+def _file_properties(
+    file: ConfigFile,
+) -> tuple[dict[str, str], dict[str, list[int]], list[ConfigProblem]]:
+    """The file's properties, where each was written (properties files) and the entries that
+    could not be read."""
+    if file.format is Format.YAML:
+        props, problems = _yaml_properties(file.document, file.file)
+        return props, {}, problems
+    props = {}
+    lines: dict[str, list[int]] = {}
+    problems = []
+    for number, key, value, error in file.properties:
+        if key is None:
+            problems.append(ConfigProblem(file.file, "", None, f"line {number}: {error}"))
+            continue
+        if error is not None:
+            problems.append(ConfigProblem(file.file, key, value, f"line {number}: {error}"))
+            continue
+        props[key] = value  # Properties.load: the last one wins
+        lines.setdefault(key, []).append(number)
+    return props, lines, problems
+
+
+def read(file: ConfigFile, foreign: Mapping[str, str]) -> Draft[KafkaServer]:
+    """A Kafka broker's config: Kafka's keys read as the broker reads them, retentiond's
+    daemon keys dotted (``retentiond.dryRun``) checked by the daemon's table, and a key that
+    names another kind (``foreign``: key → that kind's title) refused: the file would
+    describe two stores."""
+    path = file.file
+    found, lines, problems = _file_properties(file)
+    if problems and file.format is Format.YAML:
+        return Draft(None, problems)  # a YAML file that could not be read as properties
+    entries: dict[str, Entry] = {}
+    kafka_props: dict[str, str] = {}
+    for key, raw in found.items():
+        value = java_trim(raw)
+        where = lines.get(key, [0])
+        if key in foreign:
+            other = foreign[key]
+            message = (
+                f"looks like both a {TITLE} and a {other} config: log.dirs/log.dir is "
+                f"{TITLE}'s, this key {other}'s; refused rather than guessed which store "
+                "is meant"
+            )
+            problems.append(ConfigProblem(path, key, value, message))
+            continue
+        if key.startswith(DAEMON_NAMESPACE + "."):
+            if len(where) > 1:
+                problems.append(
+                    ConfigProblem(
+                        path,
+                        key,
+                        value,
+                        f"duplicate key: first at line {where[0]}, again at line {where[-1]} "
+                        "(Kafka would silently keep the last one)",
+                    )
+                )
+            own = key.removeprefix("retentiond.")
+            if own in OWN_KEYS:
+                kafka_props[key] = value
+            elif key in TABLE.by_key:
+                entries[key] = Entry(value, where[-1])
+            else:
+                problems.append(ConfigProblem(path, key, value, _unknown_message(key)))
+            continue
+        if key == DAEMON_NAMESPACE or squash(key) in TABLE.daemon_leaves:
+            message = TABLE.unknown_key_message(key, Format.CONF)
+            problems.append(ConfigProblem(path, key, value, message))
+            continue
+        kafka_props[key] = raw
+    server = None
+    try:
+        server = read_server(kafka_props, path)
+    except ConfigError as exc:
+        problems += exc.problems
+    values, more = TABLE.build(entries, Format.CONF, path)
+    problems += more
+    if server is None:
+        return Draft(None, problems)
+    server = dataclasses.replace(
+        server,
+        broker_name=f"kafka-{server.node_id}" if server.node_id is not None else KIND_NAME,
+        broker_cluster_name=_cluster_id(server) or KIND_NAME,
+    )
+    if problems:
+        return Draft(None, problems, to_check=Settings(store=server, source=file.source))
+    daemon = daemon_settings(values, TABLE.keys)
+    settings = Settings(store=server, daemon=daemon, source=Path(file.source))
+    return Draft(settings, problems, to_check=settings)
+
+
+def kafka_of(settings: Settings[StoreSection]) -> Settings[KafkaServer]:
+    """``settings`` as Kafka's (a kind is handed its own; anything else is a bug)."""
+    if not isinstance(settings.store, KafkaServer):
+        raise TypeError(f"not a Kafka configuration: {settings.store.kind_name}")
+    return cast(Settings[KafkaServer], settings)

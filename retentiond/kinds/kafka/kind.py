@@ -17,19 +17,17 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from retentiond.config.kafka import broker_retention
-from retentiond.config.settings import Settings
+from retentiond.config.settings import Settings, StoreSection
 from retentiond.engine.decision import Decision
 from retentiond.engine.disk import measure_path
-from retentiond.engine.execute import Run, open_dir_below
+from retentiond.engine.execute import open_dir_below
 from retentiond.engine.figures import DiskFigures, KindStats, StoreStats
 from retentiond.engine.holds import HeldFile
-from retentiond.engine.kind import Cadence, StatusDoc
-from retentiond.engine.rollup import IdleView
-from retentiond.engine.round import Round
-from retentiond.engine.units import zone_name
+from retentiond.engine.kind import BrokerMain, Cadence, RoundServices, StatusDoc
+from retentiond.engine.runs import Run
+from retentiond.journal.rollup import IdleView
 from retentiond.kinds.kafka import formats as fm
-from retentiond.kinds.kafka.config import KafkaServerConfig, for_server
+from retentiond.kinds.kafka.config import KafkaServer, broker_retention, kafka_of
 from retentiond.kinds.kafka.metadata import METADATA_PARTITION_DIR, MetadataError, read_metadata
 from retentiond.kinds.kafka.offline import (
     LogDirLock,
@@ -40,11 +38,15 @@ from retentiond.kinds.kafka.offline import (
     write_log_start_checkpoint,
 )
 from retentiond.kinds.kafka.plan import KafkaPlan, LogDirPlan
-from retentiond.kinds.kafka.policy import TopicConfig, plan_partition
+from retentiond.kinds.kafka.policy import PartitionPlan, TopicConfig, plan_partition
 from retentiond.kinds.kafka.report import render_plan
 from retentiond.kinds.kafka.scan import LogDirSnapshot, scan_log_dir
 from retentiond.kinds.kafka.voice import KafkaVoice
-from retentiond.reasons import KAFKA_DELETE_REASONS, Kind
+from retentiond.reasons import KAFKA_DELETE_REASONS, FileKind, Kind, Reason
+from retentiond.text.units import zone_name
+
+DISK_WARNING_RATIO = 0.90  # retentiond.kafka.diskWarningRatio's default
+DISK_STATES = ("ok", "warning_level")  # RocketMQ's over_max_ratio and clean_forcibly: never
 
 
 @dataclass(frozen=True)
@@ -52,7 +54,7 @@ class _NoHolds:
     """Kafka has no forcible interval: a segment held by another process than the broker is
     simply kept (the broker's own holds are the lock)."""
 
-    def interval(self, kind: Kind) -> int:
+    def interval(self, kind: FileKind) -> int:
         return 2**62
 
 
@@ -68,22 +70,32 @@ class KafkaSnapshot:
 
 
 class Kafka(KafkaVoice):
-    file_kinds = (Kind.KAFKA_SEGMENT,)
-    phases = (Kind.KAFKA_SEGMENT.value,)
-    deletion_series = tuple((Kind.KAFKA_SEGMENT, r) for r in sorted(KAFKA_DELETE_REASONS))
+    file_kinds: tuple[Kind, ...] = (Kind.KAFKA_SEGMENT,)
+    phases: tuple[str, ...] = (Kind.KAFKA_SEGMENT.value,)
+    deletion_series: tuple[tuple[Kind, Reason], ...] = tuple(
+        (Kind.KAFKA_SEGMENT, r) for r in sorted(KAFKA_DELETE_REASONS)
+    )
+    # The used ratio of a log dir's filesystem above which its disk is at the warning level
+    # (``retentiond_disk_state{state="warning_level"}``). Kafka has no such setting of its
+    # own: a broker writes until the disk is full and then takes the log dir offline.
+    disk_warning_ratio: float = DISK_WARNING_RATIO
 
-    def __init__(self, settings: Settings, server: KafkaServerConfig) -> None:
+    # Kafka's main class in ZooKeeper and KRaft mode alike.
+    brokers: tuple[BrokerMain, ...] = (
+        BrokerMain("kafka", "a Kafka broker (kafka.Kafka)", classes=frozenset({"kafka.Kafka"})),
+    )
+
+    def __init__(self, settings: Settings[KafkaServer], server: KafkaServer | None = None) -> None:
         self.settings = settings
-        self.server = server
-        self.locks = {d: LogDirLock(d) for d in server.log_dirs}
+        self.server = server if server is not None else settings.store
+        self.locks = {d: LogDirLock(d) for d in self.server.log_dirs}
         self.last_plan_only: list[str] = []
 
-    def reconfigure(self, settings: Settings) -> None:
+    def reconfigure(self, settings: Settings[StoreSection]) -> None:
         """A reload: new retention values from the next round on. The log dirs cannot
         change while running (``log.dirs`` is a restart key), so the locks stay."""
-        self.settings = settings
-        if settings.kafka is not None:
-            self.server = for_server(settings.kafka)
+        self.settings = kafka_of(settings)
+        self.server = self.settings.store
 
     # ---- where its files are ------------------------------------------------------------
     def directories(self) -> tuple[str, ...]:
@@ -138,7 +150,7 @@ class Kafka(KafkaVoice):
     def _config_for(self, snap: KafkaSnapshot, topic: str) -> TopicConfig | None:
         return self.server.config_for(topic, snap.overrides, snap.broker_layers)
 
-    def plan_round(self, snapshot: KafkaSnapshot, rnd: Round) -> KafkaPlan:
+    def plan_round(self, snapshot: KafkaSnapshot, rnd: RoundServices) -> KafkaPlan:
         rnd.phase(Kind.KAFKA_SEGMENT.value)
         planned: list[LogDirPlan] = []
         configs: dict[str, TopicConfig | None] = {}  # a topic's config, worked out once a round
@@ -196,7 +208,9 @@ class Kafka(KafkaVoice):
             time_index_compat=self.server.time_index_compat,
         )
 
-    def _carry_out(self, ld: LogDirSnapshot, parts: tuple, rnd: Round) -> tuple[str, ...]:
+    def _carry_out(
+        self, ld: LogDirSnapshot, parts: tuple[PartitionPlan, ...], rnd: RoundServices
+    ) -> tuple[str, ...]:
         """Each partition's prefix through the engine (holds, journal, re-check, unlink),
         then what the engine does not know: companions, epochs, the checkpoint. Returns
         what kept a partition's prefix from being carried out (a roll that could not be
@@ -220,7 +234,7 @@ class Kafka(KafkaVoice):
                     )
                     continue
             outcomes = rnd.execute(Run(run))
-            gone = [o.decision.start_offset for o in outcomes if o.deleted]
+            gone = [b for o in outcomes if o.deleted and (b := o.decision.start_offset) is not None]
             for base in gone:
                 remove_companions(plan, base, result)
             changed |= finish_partition(plan, gone, lso_entries)
@@ -263,7 +277,7 @@ class Kafka(KafkaVoice):
             maxima={"broker_running_kept": int(reasons.get("keep:broker_running", 0))},
         )
 
-    def round_fields(self, plan: KafkaPlan, deleted: frozenset[str]) -> dict[str, object]:  # type: ignore[override]
+    def round_fields(self, plan: KafkaPlan, deleted: frozenset[str]) -> dict[str, object]:
         return {
             "plan_only_log_dirs": plan.plan_only_dirs(),
             "metadata_source": plan.metadata_source,
@@ -273,13 +287,13 @@ class Kafka(KafkaVoice):
         }
 
     # ---- for people and dashboards ------------------------------------------------------
-    def render_plan(self, plan: KafkaPlan, *, all_queue_files: bool = False) -> str:  # type: ignore[override]
+    def render_plan(self, plan: KafkaPlan, *, all_queue_files: bool = False) -> str:
         return render_plan(plan, all_queue_files=all_queue_files)
 
-    def status_fields(self, plan: KafkaPlan, deleted: frozenset[str]) -> dict[str, object]:  # type: ignore[override]
+    def status_fields(self, plan: KafkaPlan, deleted: frozenset[str]) -> dict[str, object]:
         return {"plan_only_log_dirs": plan.plan_only_dirs(), "reasons": plan.reason_counts()}
 
-    def store_stats(  # type: ignore[override]
+    def store_stats(
         self, plan: KafkaPlan, deleted: frozenset[str], previous: StoreStats | None
     ) -> StoreStats:
         """What is left after the round. A kept segment the plan never had to examine (behind
@@ -304,19 +318,34 @@ class Kafka(KafkaVoice):
             oldest = mtime_ms if oldest is None else min(oldest, mtime_ms)
         return StoreStats({Kind.KAFKA_SEGMENT: KindStats(count, size, oldest, plan.now_ms)})
 
-    def disk_figures(self, settings: Settings, now_ms: int) -> DiskFigures:
-        return DiskFigures(tuple(("log_dir", measure_path(d)) for d in self.server.log_dirs))
-
-    def phases_succeeded(self, plan: KafkaPlan) -> tuple[str, ...]:  # type: ignore[override]
-        return () if plan.errors else self.phases
-
-    def cadence(self, settings: Settings) -> Cadence:
-        """log.retention.check.interval.ms; the retry interval is the default one."""
-        return Cadence(
-            settings.clean_resource_interval_ms, settings.redelete_hanged_file_interval_ms
+    def disk_figures(self, settings: Settings[StoreSection], now_ms: int) -> DiskFigures:
+        """Each log dir's filesystem, and the disk state: ``warning_level`` when one of them is
+        above ``disk_warning_ratio`` (as RocketMQ's warning level, strictly above), ``ok`` when
+        every one was measured and none is, no state at all while a dir cannot be measured
+        and none is above (a dir we cannot see is never called ok)."""
+        paths = tuple(("log_dir", measure_path(d)) for d in self.server.log_dirs)
+        ratios = [u.ratio for _, u in paths]
+        limit = self.disk_warning_ratio
+        if any(r is not None and r > limit for r in ratios):
+            state: str | None = "warning_level"
+        elif all(r is not None for r in ratios):
+            state = "ok"
+        else:
+            state = None
+        return DiskFigures(
+            paths, state=state, states=DISK_STATES, thresholds=(("warning_level", limit),)
         )
 
-    def status_settings(self, settings: Settings, scan: StatusDoc | None) -> dict[str, object]:
+    def phases_succeeded(self, plan: KafkaPlan) -> tuple[str, ...]:
+        return () if plan.errors else self.phases
+
+    def cadence(self, settings: Settings[StoreSection]) -> Cadence:
+        """log.retention.check.interval.ms; the retry interval is the default one."""
+        return Cadence(settings.round_interval_ms, settings.retry_interval_ms)
+
+    def status_settings(
+        self, settings: Settings[StoreSection], scan: StatusDoc | None
+    ) -> dict[str, object]:
         """Kafka has no hour of day and no disk states: both keys are null."""
         return {"delete_when": None, "disk": None}
 
@@ -324,11 +353,9 @@ class Kafka(KafkaVoice):
         """What the scan reported (its plan-only log dirs), the verdict counts left out."""
         return {k: v for k, v in scan.items() if k != "reasons"}
 
-    def info_labels(self, settings: Settings) -> dict[str, str]:
+    def info_labels(self, settings: Settings[StoreSection]) -> dict[str, str]:
         """The broker-wide retention (a topic's own config may differ)."""
-        server = settings.kafka
-        if server is None:
-            return {}
+        server = kafka_of(settings).store
         try:
             broker = broker_retention(server.broker_props, server.path)
         except ValueError:  # validated at load; a scrape never fails on it anyway
@@ -339,7 +366,7 @@ class Kafka(KafkaVoice):
             "log_cleanup_policy": ",".join(sorted(broker.cleanup_policy)),
         }
 
-    def reserved_time_s(self, settings: Settings) -> float | None:
+    def reserved_time_s(self, settings: Settings[StoreSection]) -> float | None:
         return None  # retention is per topic
 
     def plan_only_notes(self, plan: KafkaPlan) -> list[str]:

@@ -8,11 +8,11 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 
 from retentiond.engine.decision import Decision
-from retentiond.engine.jsonstream import Rows, encode_decision
-from retentiond.engine.units import iso_time
 from retentiond.kinds.kafka.policy import PartitionPlan
 from retentiond.kinds.kafka.scan import LogDirSnapshot
 from retentiond.reasons import SCHEMA_VERSION
+from retentiond.text.jsonstream import Rows, encode_decision
+from retentiond.text.units import iso_time
 
 
 class LogDirPlan:

@@ -14,7 +14,7 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
 from retentiond.engine.decision import Decision
-from retentiond.engine.units import human_age, human_bytes, human_time
+from retentiond.text.units import human_age, human_bytes, human_time
 
 if TYPE_CHECKING:
     from retentiond.kinds.kafka.plan import KafkaPlan, LogDirPlan
@@ -105,7 +105,7 @@ def _table(rows: list[tuple[str, ...]], indent: str) -> list[str]:
 def _rows(
     decisions: Iterable[Decision], sizes: list[int | None], zone: str | None
 ) -> list[tuple[str, ...]]:
-    rows = []
+    rows: list[tuple[str, ...]] = []
     for i, d in enumerate(decisions):
         detail = human_detail(d.detail, zone)
         reason = f"{d.reason.value} ({detail})" if detail else d.reason.value

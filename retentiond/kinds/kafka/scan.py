@@ -29,8 +29,10 @@ import os
 import stat
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from enum import Enum
 from functools import cached_property
 from operator import attrgetter
+from typing import Final
 
 from retentiond.engine.identity import FileIdentity, identity_of
 from retentiond.kinds.kafka import formats as fm
@@ -52,7 +54,13 @@ def read_nofollow(path: str) -> bytes:
         os.close(fd)
 
 
-_NOT_READ = object()
+class _Unread(Enum):
+    """Not read yet (a read that failed is remembered as its exception)."""
+
+    NOT_READ = 0
+
+
+_NOT_READ: Final = _Unread.NOT_READ
 
 
 class Segment:
@@ -83,8 +91,8 @@ class Segment:
         self._owner = owner
         self._identity: FileIdentity | None = identity
         self._stat: os.stat_result | None = None  # the first stat taken, if any
-        self._summary: object = _NOT_READ
-        self._time_index: object = _NOT_READ
+        self._summary: fm.LogSummary | Exception | _Unread = _NOT_READ
+        self._time_index: tuple[int, bool] | Exception | _Unread = _NOT_READ
         self._largest: tuple[int, bool] | None = None
 
     @property
@@ -145,7 +153,7 @@ class Segment:
             self._summary = got
         if isinstance(got, Exception):
             raise got
-        return got  # type: ignore[return-value]
+        return got
 
     def _read_summary(self) -> fm.LogSummary:
         fd = os.open(self.log_path, _OPEN_FLAGS)
@@ -178,10 +186,10 @@ class Segment:
             summary = self._summary
             if summary is _NOT_READ or isinstance(summary, Exception):
                 summary = self.summary  # reads it, or raises what the read raised
-            if summary.max_timestamp >= 0:  # type: ignore[attr-defined]
+            if summary.max_timestamp >= 0:
                 got = (summary.max_timestamp, False)
             else:
-                got = fm.largest_timestamp(summary, self._mtime_ms())  # type: ignore[arg-type]
+                got = fm.largest_timestamp(summary, self._mtime_ms())
             self._largest = got
         return got
 
@@ -199,7 +207,7 @@ class Segment:
             self._time_index = got
         if isinstance(got, Exception):
             raise got
-        return got  # type: ignore[return-value]
+        return got
 
     def _read_time_index(self) -> tuple[int, bool]:
         try:
@@ -216,7 +224,7 @@ class Segment:
         offset); None otherwise, and for a read that failed."""
         if time_index:
             got = self._time_index
-            return None if got is _NOT_READ or isinstance(got, Exception) else got  # type: ignore[return-value]
+            return None if got is _NOT_READ or isinstance(got, Exception) else got
         if self._largest is not None:
             return self._largest
         summary = self._summary

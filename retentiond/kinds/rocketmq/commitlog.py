@@ -7,8 +7,11 @@ pre-allocated file(s) after it; deletes at most ``deleteFileBatchMax`` per round
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 from retentiond.config.settings import Settings
 from retentiond.engine.decision import Decision
+from retentiond.kinds.rocketmq.config import RocketMQStore
 from retentiond.kinds.rocketmq.plan import CommitLogPlan
 from retentiond.kinds.rocketmq.snapshot import CommitLogFile
 from retentiond.kinds.rocketmq.triggers import Triggers, next_delete_window
@@ -38,7 +41,18 @@ def _pass_reason(triggers: Triggers) -> Reason:
     return Reason.DISK_OVER_MAX_RATIO
 
 
-def _decision(f: CommitLogFile, verdict: Verdict, reason: Reason, detail: str | None = None):
+def first_kept_offset(decisions: Iterable[Decision]) -> int:
+    """The start offset of the first file that stays (the CommitLog minimum once the others
+    went); -1 when none does."""
+    for d in decisions:
+        if not d.delete:
+            return d.start_offset if d.start_offset is not None else -1
+    return -1
+
+
+def _decision(
+    f: CommitLogFile, verdict: Verdict, reason: Reason, detail: str | None = None
+) -> Decision:
     return Decision(
         Kind.COMMITLOG,
         f.path,
@@ -54,12 +68,12 @@ def _decision(f: CommitLogFile, verdict: Verdict, reason: Reason, detail: str | 
 def plan_commitlog(
     files: tuple[CommitLogFile, ...],
     triggers: Triggers,
-    settings: Settings,
+    settings: Settings[RocketMQStore],
     now_ms: int,
 ) -> CommitLogPlan:
     newest = newest_kept_index(files)
     candidates, protected = files[:newest], files[newest:]
-    reserved_ms = settings.file_reserved_time_hours * _HOUR_MS
+    reserved_ms = settings.store.file_reserved_time_hours * _HOUR_MS
     decisions: list[Decision] = []
     stop_reason: Reason | None = None
     if triggers.error is not None:
@@ -80,7 +94,7 @@ def plan_commitlog(
                 reason = Reason.NOT_EXPIRED
             decisions.append(_decision(f, Verdict.KEEP, reason))
             continue
-        if f.identity.size != settings.mapped_file_size_commitlog:
+        if f.identity.size != settings.store.mapped_file_size_commitlog:
             detail = f"size {f.identity.size} != mappedFileSizeCommitLog"
             decisions.append(_decision(f, Verdict.KEEP, Reason.BAD_SIZE, detail))
             stop_reason = Reason.AFTER_FIRST_KEPT
@@ -89,19 +103,18 @@ def plan_commitlog(
             reason = pass_reason if expired else Reason.FORCED_OVER_CLEAN_FORCIBLY_RATIO
             decisions.append(_decision(f, Verdict.DELETE, reason))
             deleted += 1
-            if deleted >= settings.delete_file_batch_max:
+            if deleted >= settings.store.delete_file_batch_max:
                 stop_reason = Reason.BATCH_LIMIT
         else:
             decisions.append(_decision(f, Verdict.KEEP, Reason.NOT_EXPIRED))
             stop_reason = Reason.AFTER_FIRST_KEPT
     decisions.extend(_decision(f, Verdict.KEEP, Reason.NEWEST_FILE) for f in protected)
 
-    remaining = [d for d in decisions if not d.delete]
     return CommitLogPlan(
         triggers=triggers,
         decisions=tuple(decisions),
         min_offset_before=files[0].start_offset if files else -1,
-        min_offset_after=remaining[0].start_offset if remaining else -1,  # type: ignore[arg-type]
+        min_offset_after=first_kept_offset(decisions),
         reserved_ms=reserved_ms,
         next_window_ms=(
             None if triggers.fired or triggers.error else next_delete_window(settings, now_ms)
@@ -111,14 +124,17 @@ def plan_commitlog(
 
 
 def expired_pending(
-    plan: CommitLogPlan, settings: Settings, now_ms: int, deleted: frozenset[str] = frozenset()
+    plan: CommitLogPlan,
+    settings: Settings[RocketMQStore],
+    now_ms: int,
+    deleted: frozenset[str] = frozenset(),
 ) -> int:
     """Expired CommitLog files still on disk after a round: what a later pass may take.
 
     The newest file never counts (it is never deleted, however old). Used by the round record,
     `status` and the metrics, so all of them report the same number for the same store.
     """
-    reserved = settings.file_reserved_time_hours * _HOUR_MS
+    reserved = settings.store.file_reserved_time_hours * _HOUR_MS
     return sum(
         1
         for d in plan.decisions

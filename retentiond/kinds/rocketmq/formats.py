@@ -386,7 +386,7 @@ def encode_blank(remaining: int) -> bytes:
     return RECORD_PREFIX.pack(remaining, BLANK_MAGIC)
 
 
-def decode_blank(buf: bytes) -> int | None:
+def decode_blank(buf: bytes | memoryview) -> int | None:
     """TOTALSIZE of a BLANK record at the start of ``buf``, or None if it is not one."""
     if len(buf) < BLANK_RECORD_SIZE:
         return None
@@ -405,7 +405,7 @@ def _decode_host(raw: bytes) -> tuple[str, int]:
     return str(ipaddress.ip_address(raw[:-4])), _I32.unpack(raw[-4:])[0]
 
 
-def decode_record_header(buf: bytes) -> MessageHeader | None:
+def decode_record_header(buf: bytes | memoryview) -> MessageHeader | None:
     """Fixed fields of the message record at the start of ``buf``.
 
     ``buf`` may stop anywhere after the BODYLEN field; only the header has to be there. A BLANK
@@ -535,5 +535,6 @@ def decode_checkpoint(data: bytes) -> StoreCheckpoint | None:
     if len(data) >= CHECKPOINT.size:
         return StoreCheckpoint(*CHECKPOINT.unpack_from(data))
     if len(data) >= CHECKPOINT.size - 8:
-        return StoreCheckpoint(*struct.unpack_from(">qqqq", data), 0)
+        physic, logics, index, flushed = struct.unpack_from(">qqqq", data)
+        return StoreCheckpoint(physic, logics, index, flushed, 0)
     return None

@@ -13,8 +13,10 @@ from dataclasses import dataclass, replace
 
 from retentiond.config.settings import Settings
 from retentiond.engine.decision import Decision
+from retentiond.kinds.rocketmq.commitlog import first_kept_offset
+from retentiond.kinds.rocketmq.config import RocketMQStore
 from retentiond.kinds.rocketmq.plan import CommitLogPlan, QueueDecision, QueuesPlan
-from retentiond.reasons import Kind
+from retentiond.reasons import FileKind, Kind
 
 CONSUMEQUEUE_FORCIBLY_MS = 60_000  # MappedFileQueue.deleteExpiredFileByOffset: destroy(1000*60)
 INDEX_FORCIBLY_MS = 3_000  # IndexService.deleteExpiredFile: destroy(3000)
@@ -32,10 +34,10 @@ class HoldRules:
     index_ms: int = INDEX_FORCIBLY_MS
 
     @classmethod
-    def from_settings(cls, settings: Settings) -> HoldRules:
-        return cls(settings.destroy_mapped_file_interval_forcibly_ms)
+    def from_settings(cls, settings: Settings[RocketMQStore]) -> HoldRules:
+        return cls(settings.store.destroy_mapped_file_interval_forcibly_ms)
 
-    def interval(self, kind: Kind) -> int:
+    def interval(self, kind: FileKind) -> int:
         if kind is Kind.COMMITLOG:
             return self.commitlog_ms
         return self.consumequeue_ms if kind is Kind.CONSUMEQUEUE else self.index_ms
@@ -47,9 +49,7 @@ def hold_commitlog(plan: CommitLogPlan, hold: HoldRun) -> CommitLogPlan:
     if not plan.deletions():
         return plan
     decisions = hold(plan.decisions)
-    remaining = [d for d in decisions if not d.delete]
-    after = remaining[0].start_offset if remaining else -1
-    return replace(plan, decisions=decisions, min_offset_after=after)  # type: ignore[arg-type]
+    return replace(plan, decisions=decisions, min_offset_after=first_kept_offset(decisions))
 
 
 def hold_queues(plan: QueuesPlan, hold: HoldRun) -> QueuesPlan:

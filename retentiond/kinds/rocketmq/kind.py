@@ -20,30 +20,32 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from retentiond.config.settings import Settings
+from retentiond.config.settings import Settings, StoreSection
 from retentiond.engine.decision import Decision
-from retentiond.engine.execute import Run, open_dir_below
+from retentiond.engine.execute import open_dir_below
 from retentiond.engine.figures import DiskFigures, StoreStats
 from retentiond.engine.holds import HeldFile
-from retentiond.engine.kind import Cadence, RoundPlan, StatusDoc
-from retentiond.engine.rollup import IdleView
-from retentiond.engine.round import Round
-from retentiond.engine.units import zone_name
+from retentiond.engine.kind import BrokerMain, Cadence, RoundServices, StatusDoc
+from retentiond.engine.runs import Outcome, Run
 from retentiond.journal.place import default_journal_dir
+from retentiond.journal.rollup import IdleView
 from retentiond.kinds.rocketmq import scancache
 from retentiond.kinds.rocketmq.commitlog import expired_pending, newest_kept_index, plan_commitlog
+from retentiond.kinds.rocketmq.config import RocketMQStore, rocketmq_of
 from retentiond.kinds.rocketmq.disk import DiskUsage, measure, round_fields
 from retentiond.kinds.rocketmq.figures import disk_figures, status_fields, store_stats
 from retentiond.kinds.rocketmq.holds import HoldRules, hold_commitlog, hold_queues
-from retentiond.kinds.rocketmq.plan import CommitLogPlan, Plan, QueuesPlan
+from retentiond.kinds.rocketmq.plan import CommitLogPlan, Plan, QueueDecision, QueuesPlan
 from retentiond.kinds.rocketmq.queues import plan_queues
 from retentiond.kinds.rocketmq.reader import BinaryReader, read_index_header
 from retentiond.kinds.rocketmq.report import render_plan
 from retentiond.kinds.rocketmq.scan import QueueLister, scan
+from retentiond.kinds.rocketmq.scancache import LoadedValues
 from retentiond.kinds.rocketmq.snapshot import Snapshot
 from retentiond.kinds.rocketmq.triggers import evaluate, hour_of_day
 from retentiond.kinds.rocketmq.voice import RocketMQVoice
 from retentiond.reasons import DELETE_REASONS, FORCED_REASONS, Kind, Reason, Verdict
+from retentiond.text.units import zone_name
 
 BELOW = Reason.BELOW_COMMITLOG_MIN_OFFSET
 
@@ -61,20 +63,30 @@ _IDLE_FLAGS = (
 
 
 class RocketMQ(RocketMQVoice):
-    file_kinds = (Kind.COMMITLOG, Kind.CONSUMEQUEUE, Kind.INDEX)
-    phases = (Kind.COMMITLOG.value, Kind.CONSUMEQUEUE.value)  # the two cleaning services
-    deletion_series = tuple(
+    file_kinds: tuple[Kind, ...] = (Kind.COMMITLOG, Kind.CONSUMEQUEUE, Kind.INDEX)
+    phases: tuple[str, ...] = (Kind.COMMITLOG.value, Kind.CONSUMEQUEUE.value)  # its services
+    deletion_series: tuple[tuple[Kind, Reason], ...] = tuple(
         sorted(
             [(Kind.COMMITLOG, r) for r in DELETE_REASONS if r is not BELOW]
             + [(k, BELOW) for k in (Kind.CONSUMEQUEUE, Kind.INDEX)]
         )
     )
 
-    def __init__(self, settings: Settings) -> None:
+    # The broker's main class by its last dotted part: 5.x also ships a container that runs
+    # brokers in one JVM.
+    brokers: tuple[BrokerMain, ...] = (
+        BrokerMain(
+            "rocketmq",
+            "a RocketMQ broker (BrokerStartup)",
+            simple_names=frozenset({"BrokerStartup", "BrokerContainerStartup"}),
+        ),
+    )
+
+    def __init__(self, settings: Settings[RocketMQStore]) -> None:
         self.settings = settings
-        self.reader = BinaryReader(settings.mapped_file_size_consumequeue)
+        self.reader = BinaryReader(settings.store.mapped_file_size_consumequeue)
         self.lister = QueueLister()  # directory listings carried between rounds
-        self.queue_memo: dict = {}  # earlier per-queue decisions (see plan_queues)
+        self.queue_memo: dict[str, QueueDecision] = {}  # earlier decisions (see plan_queues)
         self.last_physical_min_offset = 0  # upstream CleanConsumeQueueService; 0 after a restart
         self.dry_run_min_offset = 0  # the same gate for dry-run rounds (never for real ones)
         self.last_usage: DiskUsage | None = None  # per-path ratios for the round record
@@ -86,7 +98,7 @@ class RocketMQ(RocketMQVoice):
         self.cache_loaded_queues = 0  # for tests, benchmarks and the start-up log
         # Values from the cache file by queue directory, until a remembering round has
         # planned every queue (then the memo holds what was verified).
-        self.loaded_values: dict = {}
+        self.loaded_values: LoadedValues | None = None
 
     def _scan_cache_path(self) -> Path | None:
         """Beside the journal: the configured journal directory, else the journal's default
@@ -97,7 +109,7 @@ class RocketMQ(RocketMQVoice):
                 directory = Path(s.daemon.journal_dir)
             else:
                 directory = default_journal_dir(self.directories())
-            self._cache_path = scancache.cache_file(directory, str(s.consumequeue_dir))
+            self._cache_path = scancache.cache_file(directory, str(s.store.consumequeue_dir))
         return self._cache_path if self._cache_path.parent.is_dir() else None
 
     def _load_scan_cache(self) -> None:
@@ -108,7 +120,7 @@ class RocketMQ(RocketMQVoice):
         if path is not None:
             with gc_paused():
                 got = scancache.load(
-                    path, str(self.settings.consumequeue_dir), self.reader.cq_file_size
+                    path, str(self.settings.store.consumequeue_dir), self.reader.cq_file_size
                 )
             if got is not None and not self.queue_memo:  # (a fresh kind: always empty)
                 queues, self.loaded_values, parents = got
@@ -124,7 +136,7 @@ class RocketMQ(RocketMQVoice):
         path = self._scan_cache_path()
         if path is not None and scancache.save(
             path,
-            str(self.settings.consumequeue_dir),
+            str(self.settings.store.consumequeue_dir),
             self.lister,
             self.queue_memo,
             self.loaded_values,
@@ -132,22 +144,30 @@ class RocketMQ(RocketMQVoice):
         ):
             self._saved_reads = self.reader.reads
 
-    def reconfigure(self, settings: Settings) -> None:
-        if settings.mapped_file_size_consumequeue != self.settings.mapped_file_size_consumequeue:
-            self.reader = BinaryReader(settings.mapped_file_size_consumequeue)
+    def reconfigure(self, new: Settings[StoreSection]) -> None:
+        settings = rocketmq_of(new)
+        if (
+            settings.store.mapped_file_size_consumequeue
+            != self.settings.store.mapped_file_size_consumequeue
+        ):
+            self.reader = BinaryReader(settings.store.mapped_file_size_consumequeue)
             self.queue_memo = {}
-            self.loaded_values = {}
+            self.loaded_values = None
             self._saved_reads = 0
         self.settings = settings
 
     # ---- where its files are ------------------------------------------------------------
     def directories(self) -> tuple[str, ...]:
         s = self.settings
-        dirs = [*map(str, s.store_path_commitlog), str(s.consumequeue_dir), str(s.index_dir)]
+        dirs = [
+            *map(str, s.store.store_path_commitlog),
+            str(s.store.consumequeue_dir),
+            str(s.store.index_dir),
+        ]
         return tuple(sorted({*dirs, *(os.path.realpath(d) for d in dirs)}))
 
     def owner_lock(self) -> str:
-        return str(self.settings.store_path_root_dir / "lock")
+        return str(self.settings.store.store_path_root_dir / "lock")
 
     def hold_intervals(self) -> HoldRules:
         return HoldRules.from_settings(self.settings)
@@ -157,7 +177,7 @@ class RocketMQ(RocketMQVoice):
         self._load_scan_cache()
         return scan(self.settings, now_ms=now_ms, lister=self.lister)
 
-    def plan_round(self, snapshot: Snapshot, rnd: Round) -> Plan:
+    def plan_round(self, snapshot: Snapshot, rnd: RoundServices) -> Plan:
         s = self.settings
         rnd.phase(Kind.COMMITLOG.value)
         cl = hold_commitlog(self._plan_commitlog(snapshot, rnd), rnd.hold)
@@ -185,7 +205,7 @@ class RocketMQ(RocketMQVoice):
                     loaded=self.loaded_values,
                 )
             if qp.examined and rnd.remembers:
-                self.loaded_values = {}  # the memo now holds every queue's verified values
+                self.loaded_values = None  # the memo now holds every queue's verified values
             # Topic or queue directories the walk could not read: nothing under them was
             # judged. The gate stays where it was, so the next round walks the queues again
             # (and says so again) instead of skipping them until the minimum next moves.
@@ -225,7 +245,7 @@ class RocketMQ(RocketMQVoice):
             dry_run=not rnd.executes,
         )
 
-    def _plan_commitlog(self, snap: Snapshot, rnd: Round) -> CommitLogPlan:
+    def _plan_commitlog(self, snap: Snapshot, rnd: RoundServices) -> CommitLogPlan:
         """The CommitLog plan, judged on the disk as it will be once pending bytes are freed.
 
         Pending files are re-checked first (only if there are any). When the plan has
@@ -233,7 +253,7 @@ class RocketMQ(RocketMQVoice):
         after a restart) the plan is made again with them.
         """
         s = self.settings
-        usage = measure([str(p) for p in s.store_path_commitlog], snap.consumequeue_dir)
+        usage = measure([str(p) for p in s.store.store_path_commitlog], snap.consumequeue_dir)
         self.last_usage = usage
         rnd.refresh_pending()
         cl = self._commitlog_for(snap, usage, rnd)
@@ -241,7 +261,7 @@ class RocketMQ(RocketMQVoice):
             cl = self._commitlog_for(snap, usage, rnd)
         return cl
 
-    def _commitlog_for(self, snap: Snapshot, usage: DiskUsage, rnd: Round) -> CommitLogPlan:
+    def _commitlog_for(self, snap: Snapshot, usage: DiskUsage, rnd: RoundServices) -> CommitLogPlan:
         s = self.settings
         adjusted = DiskUsage(
             tuple(rnd.adjusted(u) for u in usage.commitlog), rnd.adjusted(usage.consumequeue)
@@ -274,7 +294,7 @@ class RocketMQ(RocketMQVoice):
     def status(self) -> dict[str, object]:
         return {"last_commitlog_min_offset": self.last_physical_min_offset}
 
-    def round_fields(self, plan: Plan, deleted: frozenset[str]) -> dict[str, object]:  # type: ignore[override]
+    def round_fields(self, plan: Plan, deleted: frozenset[str]) -> dict[str, object]:
         s = self.settings
         return {
             "triggers": plan.commitlog.triggers.as_dict(),
@@ -312,46 +332,47 @@ class RocketMQ(RocketMQVoice):
         )
 
     # ---- for people and dashboards ------------------------------------------------------
-    def render_plan(self, plan: Plan, *, all_queue_files: bool = False) -> str:  # type: ignore[override]
+    def render_plan(self, plan: Plan, *, all_queue_files: bool = False) -> str:
         return render_plan(plan, all_queue_files=all_queue_files)
 
-    def status_fields(self, plan: Plan, deleted: frozenset[str]) -> dict[str, object]:  # type: ignore[override]
+    def status_fields(self, plan: Plan, deleted: frozenset[str]) -> dict[str, object]:
         return status_fields(plan, self.settings, deleted)
 
-    def store_stats(  # type: ignore[override]
+    def store_stats(
         self, plan: Plan, deleted: frozenset[str], previous: StoreStats | None
     ) -> StoreStats:
         return store_stats(plan, self.settings, deleted, previous)
 
-    def disk_figures(self, settings: Settings, now_ms: int) -> DiskFigures:
-        return disk_figures(settings, now_ms)
+    def disk_figures(self, settings: Settings[StoreSection], now_ms: int) -> DiskFigures:
+        return disk_figures(rocketmq_of(settings), now_ms)
 
-    def phases_succeeded(self, plan: Plan) -> tuple[str, ...]:  # type: ignore[override]
+    def phases_succeeded(self, plan: Plan) -> tuple[str, ...]:
         """The queue service always completes; the CommitLog one not when the disk could not
         be measured."""
         if plan.commitlog.triggers.error is None:
             return self.phases
         return (Kind.CONSUMEQUEUE.value,)
 
-    def cadence(self, settings: Settings) -> Cadence:
+    def cadence(self, settings: Settings[StoreSection]) -> Cadence:
         """cleanResourceInterval; redeleteHangedFileInterval."""
-        return Cadence(
-            settings.clean_resource_interval_ms, settings.redelete_hanged_file_interval_ms
-        )
+        return Cadence(settings.round_interval_ms, settings.retry_interval_ms)
 
-    def status_settings(self, settings: Settings, scan: StatusDoc | None) -> dict[str, object]:
+    def status_settings(
+        self, settings: Settings[StoreSection], scan: StatusDoc | None
+    ) -> dict[str, object]:
         """deleteWhen, and the disk: the last scan's ratios against the thresholds in force."""
+        store = rocketmq_of(settings).store
         triggers = (scan or {}).get("triggers")
         t = triggers if isinstance(triggers, Mapping) else {}
         return {
-            "delete_when": settings.delete_when,
+            "delete_when": store.delete_when,
             "disk": {
                 "commitlog_ratio": t.get("physic_ratio"),
                 "consumequeue_ratio": t.get("logics_ratio"),
                 "state": t.get("disk_state"),
-                "max_used_ratio": settings.disk_max_used_ratio_fraction,
-                "clean_forcibly_ratio": settings.disk_space_clean_forcibly_ratio,
-                "warning_level_ratio": settings.disk_space_warning_level_ratio,
+                "max_used_ratio": store.disk_max_used_ratio_fraction,
+                "clean_forcibly_ratio": store.disk_space_clean_forcibly_ratio,
+                "warning_level_ratio": store.disk_space_warning_level_ratio,
             },
         }
 
@@ -369,23 +390,23 @@ class RocketMQ(RocketMQVoice):
             "manual_rounds_left": manual_rounds_left,
         }
 
-    def info_labels(self, settings: Settings) -> dict[str, str]:
-        s = settings
+    def info_labels(self, settings: Settings[StoreSection]) -> dict[str, str]:
+        s = rocketmq_of(settings)
         return {
-            "file_reserved_time_hours": str(s.file_reserved_time_hours),
-            "delete_when": s.delete_when,
-            "disk_max_used_space_ratio": f"{s.disk_max_used_ratio_fraction:g}",
-            "disk_space_clean_forcibly_ratio": f"{s.disk_space_clean_forcibly_ratio:g}",
-            "disk_space_warning_level_ratio": f"{s.disk_space_warning_level_ratio:g}",
-            "clean_file_forcibly_enable": str(s.clean_file_forcibly_enable).lower(),
-            "delete_file_batch_max": str(s.delete_file_batch_max),
+            "file_reserved_time_hours": str(s.store.file_reserved_time_hours),
+            "delete_when": s.store.delete_when,
+            "disk_max_used_space_ratio": f"{s.store.disk_max_used_ratio_fraction:g}",
+            "disk_space_clean_forcibly_ratio": f"{s.store.disk_space_clean_forcibly_ratio:g}",
+            "disk_space_warning_level_ratio": f"{s.store.disk_space_warning_level_ratio:g}",
+            "clean_file_forcibly_enable": str(s.store.clean_file_forcibly_enable).lower(),
+            "delete_file_batch_max": str(s.store.delete_file_batch_max),
         }
 
-    def reserved_time_s(self, settings: Settings) -> float | None:
+    def reserved_time_s(self, settings: Settings[StoreSection]) -> float | None:
         """fileReservedTime."""
-        return settings.file_reserved_time_hours * 3600.0
+        return rocketmq_of(settings).store.file_reserved_time_hours * 3600.0
 
-    def plan_only_notes(self, plan: RoundPlan) -> list[str]:
+    def plan_only_notes(self, plan: Plan) -> list[str]:
         return []  # a RocketMQ round deletes beside a running broker, as the broker would
 
     # ---- just before an unlink ----------------------------------------------------------
@@ -395,24 +416,24 @@ class RocketMQ(RocketMQVoice):
         s = self.settings
         parent = os.path.dirname(decision.path)
         if decision.kind is Kind.COMMITLOG:
-            if parent not in {str(p) for p in s.store_path_commitlog}:
+            if parent not in {str(p) for p in s.store.store_path_commitlog}:
                 raise PermissionError(f"{parent} is not a configured CommitLog path")
             return open_dir_below(parent)
         if decision.kind is Kind.INDEX:
-            if parent != str(s.index_dir):
+            if parent != str(s.store.index_dir):
                 raise PermissionError(f"{parent} is not the index directory")
             return open_dir_below(parent)
         topic_dir = os.path.dirname(parent)
         if decision.kind is not Kind.CONSUMEQUEUE or os.path.dirname(topic_dir) != str(
-            s.consumequeue_dir
+            s.store.consumequeue_dir
         ):
             raise PermissionError(f"{parent} is not a queue directory of this store")
         return open_dir_below(
-            str(s.consumequeue_dir), os.path.basename(topic_dir), os.path.basename(parent)
+            str(s.store.consumequeue_dir), os.path.basename(topic_dir), os.path.basename(parent)
         )
 
     def _expired(self, d: Decision, now_ms: int) -> bool:
-        reserved = self.settings.file_reserved_time_hours * _HOUR_MS
+        reserved = self.settings.store.file_reserved_time_hours * _HOUR_MS
         return d.identity is not None and now_ms >= d.identity.mtime_ms + reserved
 
     def recheck(
@@ -427,7 +448,9 @@ class RocketMQ(RocketMQVoice):
         if floor is None:
             return "no minimum offset to re-check against"
         if d.kind is Kind.CONSUMEQUEUE:
-            fresh = BinaryReader(self.settings.mapped_file_size_consumequeue).cq_last_offset(d.path)
+            fresh = BinaryReader(self.settings.store.mapped_file_size_consumequeue).cq_last_offset(
+                d.path
+            )
             if fresh.value is None or fresh.value >= floor:
                 return f"last unit re-read as {fresh.value} ({fresh.problem or 'not below'})"
             return None
@@ -447,7 +470,7 @@ class RocketMQ(RocketMQVoice):
                 and d.reason is Reason.FORCED_AFTER_HOLD
                 and not self._expired(d, now_ms)
             ),
-            "file_reserved_time_hours": self.settings.file_reserved_time_hours,
+            "file_reserved_time_hours": self.settings.store.file_reserved_time_hours,
         }
 
 
@@ -473,7 +496,7 @@ def gc_paused() -> Iterator[None]:
             gc.enable()
 
 
-def commitlog_run(cl: CommitLogPlan, settings: Settings) -> Run:
+def commitlog_run(cl: CommitLogPlan, settings: Settings[RocketMQStore]) -> Run:
     """deleteExpiredFileByTime's pacing (spec §4.5): sleep after a deletion unless the batch
     is full or no candidate followed it; at most ``deleteFileBatchMax`` files."""
     candidates = [d for d in cl.decisions if d.reason is not Reason.NEWEST_FILE]
@@ -484,17 +507,17 @@ def commitlog_run(cl: CommitLogPlan, settings: Settings) -> Run:
         deletions.append(d)
     return Run(
         tuple(deletions),
-        pause_between_ms=settings.delete_commitlog_files_interval_ms,
+        pause_between_ms=settings.store.delete_commitlog_files_interval_ms,
         pause_after_last=len(deletions) < len(candidates),
-        batch_max=settings.delete_file_batch_max,
+        batch_max=settings.store.delete_file_batch_max,
     )
 
 
-def queue_runs(qp: QueuesPlan, settings: Settings) -> list[Run]:
+def queue_runs(qp: QueuesPlan, settings: Settings[RocketMQStore]) -> list[Run]:
     """Each queue oldest-first with a sleep after each queue that lost a file (upstream's
     deleteConsumeQueueFilesInterval); then the index list, unpaced."""
     runs = [
-        Run(q.deleted, pause_after_ms=settings.delete_consumequeue_files_interval_ms,
+        Run(q.deleted, pause_after_ms=settings.store.delete_consumequeue_files_interval_ms,
             floor=qp.min_offset)
         for q in qp.queues
         if q.deleted
@@ -509,7 +532,7 @@ def queue_runs(qp: QueuesPlan, settings: Settings) -> list[Run]:
     return runs
 
 
-def actual_min_offset(cl: CommitLogPlan, outcomes: list) -> int:
+def actual_min_offset(cl: CommitLogPlan, outcomes: list[Outcome]) -> int:
     """The CommitLog minimum after what really happened, not after what was planned."""
     gone = {o.decision.path for o in outcomes if o.deleted}
     for d in cl.decisions:

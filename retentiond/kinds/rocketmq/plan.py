@@ -15,10 +15,10 @@ from typing import NamedTuple
 
 from retentiond.engine.decision import Decision
 from retentiond.engine.identity import FileIdentity
-from retentiond.engine.jsonstream import Rows, encode_decision, materialize
-from retentiond.engine.units import iso_time
 from retentiond.kinds.rocketmq.triggers import Triggers
-from retentiond.reasons import SCHEMA_VERSION, Kind, Reason, Verdict
+from retentiond.reasons import SCHEMA_VERSION, AnyReason, Kind, Reason, Verdict
+from retentiond.text.jsonstream import Rows, encode_decision, materialize
+from retentiond.text.units import iso_time
 
 
 class _QueueFields(NamedTuple):
@@ -73,7 +73,7 @@ class QueueDecision(_QueueFields):
 
     __slots__ = ()
 
-    def __new__(  # type: ignore[misc]
+    def __new__(
         cls,
         topic: str,
         queue_id: int,
@@ -83,9 +83,12 @@ class QueueDecision(_QueueFields):
         stop: Decision | None = None,
     ) -> QueueDecision:
         if stop is None:
-            parts: tuple = (None, None, None)
+            parts: tuple[AnyReason | None, bytes | None, str | Decision | None] = (
+                None, None, None
+            )  # fmt: skip
         else:
             at = len(deleted)
+            ident = stop.identity
             usual = (
                 at < len(names)
                 and stop.kind is Kind.CONSUMEQUEUE
@@ -95,12 +98,11 @@ class QueueDecision(_QueueFields):
                 and stop.start_offset == int(names[at])
                 and stop.topic == topic
                 and stop.queue_id == queue_id
-                and stop.identity is not None
                 and (stop.end_offset is None or type(stop.end_offset) is int)
                 and (stop.end_offset or 0) >= 0
             )
-            if usual:
-                packed = pack_stop(stop.identity, stop.end_offset)  # type: ignore[arg-type]
+            if usual and ident is not None:
+                packed = pack_stop(ident, stop.end_offset)
                 parts = (stop.reason, packed, stop.detail)
             else:
                 parts = (stop.reason, None, stop)
@@ -118,7 +120,7 @@ class QueueDecision(_QueueFields):
     @property
     def stop_detail(self) -> str | None:
         extra = self.stop_extra
-        return extra.detail if type(extra) is Decision else extra
+        return extra.detail if isinstance(extra, Decision) else extra
 
     @property
     def stop_identity(self) -> FileIdentity | None:
@@ -154,7 +156,7 @@ class QueueDecision(_QueueFields):
         if reason is None:
             return None
         extra = self.stop_extra
-        if type(extra) is Decision:
+        if isinstance(extra, Decision):
             return extra
         name = self.names[len(self.deleted)]
         return Decision(

@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import os
 import struct
+from array import array
 from collections.abc import Iterable, Sequence
 from stat import S_ISREG
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from retentiond.engine.decision import Decision
 from retentiond.engine.identity import FileIdentity
@@ -21,14 +22,29 @@ from retentiond.kinds.rocketmq.reader import BinaryReader, Known, read_index_hea
 from retentiond.kinds.rocketmq.snapshot import IndexFile, QueueListing
 from retentiond.reasons import Kind, Reason, Verdict
 
-if TYPE_CHECKING:
-    from retentiond.kinds.rocketmq.scancache import LoadedValues
-
 pack = STOP.pack
+_NO_VALUES: array[int] = array("q")
 value_at = struct.Struct("=q").unpack_from
 new_tuple = tuple.__new__  # a NamedTuple built without its keyword-handling __new__
 
 Values = tuple["Known | None", ...]  # per file name of a listing, oldest first (no newest)
+
+
+class LoadedValues(Protocol):
+    """What the planner reads of the values loaded from the scan cache file
+    (``scancache.LoadedValues``), its listings in file order."""
+
+    listings: list[QueueListing]
+    va: array[int]  # per non-last file: inode, size, mtime_ns, ctime_ns, value or -1
+    value_starts: array[int]  # per listing: where its values start in ``va``
+    devices: array[int]  # per listing: its directory's device (negative above 2**63)
+
+    @property
+    def index(self) -> dict[str, int]: ...
+
+    def get(self, path: str) -> tuple[tuple[str, ...], Values] | None: ...
+
+    def __len__(self) -> int: ...
 
 
 def known_values(names: tuple[str, ...], values: Values, q: QueueListing) -> Values:
@@ -42,7 +58,10 @@ def known_values(names: tuple[str, ...], values: Values, q: QueueListing) -> Val
 
 def decision_values(d: QueueDecision) -> Values:
     """What an earlier decision read: the value of each file it examined, oldest first."""
-    got: list[Known | None] = [(x.identity, x.end_offset, None) for x in d.deleted]  # type: ignore[misc]
+    got: list[Known | None] = []
+    for x in d.deleted:  # (a file the planner let go was read: it has both)
+        ident, value = x.identity, x.end_offset
+        got.append(None if ident is None or value is None else (ident, value, None))
     ident, value = d.stop_identity, d.stop_value
     if d.stop_reason is not None and ident is not None and value is not None:
         got.append((ident, value, None))
@@ -87,7 +106,9 @@ def plan_queue(
         if ident is not None:
             packed = pack(ident.ino, ident.dev, ident.size, ident.mtime_ns,
                           -1 if value is None else value)  # fmt: skip
-        parts = (reason, packed, got.problem, q.key)
+        parts: tuple[Reason | None, bytes | None, str | None, bytes] = (
+            reason, packed, got.problem, q.key
+        )  # fmt: skip
         return new_tuple(QueueDecision, (topic, queue_id, directory, q.names, (*deleted,), *parts))
     parts = (None, None, None, q.key)
     return new_tuple(QueueDecision, (topic, queue_id, directory, q.names, (*deleted,), *parts))
@@ -117,11 +138,14 @@ def plan_queue_from_file(
         dev += 1 << 64  # stored as a signed 64-bit integer
     # Indexed rather than sliced (``names[:-1]``, ``va[at:at + 5]``): this loop runs for
     # every queue of the store in the first round after a start.
+    value: int | None
+    problem: str | None
+    ident: FileIdentity | None
     for j in range(len(names) - 1):  # the newest file of a queue is never a candidate
         name = names[j]
         value = va[at + 4]
-        problem: str | None = None
-        ident: FileIdentity | None = None
+        problem = None
+        ident = None
         cached = False  # the value is the file's, as recorded, and the file is unchanged
         if value >= 0:
             ino = va[at]
@@ -164,8 +188,8 @@ def plan_queue_from_file(
                           -1 if value is None else value)  # fmt: skip
         elif cached:
             packed = pack(ino, dev, va[at - 4], va[at - 3], value)
-        parts = (reason, packed, problem, q.key)
-        fields = (q.topic, q.queue_id, directory, names, (*deleted,), *parts)
+        fields: tuple[object, ...] = (q.topic, q.queue_id, directory, names, (*deleted,),
+                                      reason, packed, problem, q.key)  # fmt: skip
         return new_tuple(QueueDecision, fields)
     fields = (q.topic, q.queue_id, directory, names, (*deleted,), None, None, None, q.key)
     return new_tuple(QueueDecision, fields)
@@ -203,27 +227,29 @@ def plan_index(
             )
             stop_reason = Reason.AFTER_FIRST_KEPT
             continue
-        covered = dict(
-            identity=ident, start_offset=header.begin_phy_offset, end_offset=header.end_phy_offset
+        below = header.end_phy_offset < min_offset
+        decisions.append(
+            Decision(
+                Kind.INDEX,
+                path,
+                Verdict.DELETE if below else Verdict.KEEP,
+                Reason.BELOW_COMMITLOG_MIN_OFFSET if below else Reason.HOLDS_LIVE_OFFSET,
+                identity=ident,
+                start_offset=header.begin_phy_offset,
+                end_offset=header.end_phy_offset,
+            )
         )
-        if header.end_phy_offset < min_offset:
-            decisions.append(
-                Decision(
-                    Kind.INDEX, path, Verdict.DELETE, Reason.BELOW_COMMITLOG_MIN_OFFSET, **covered
-                )
-            )
-        else:
-            decisions.append(
-                Decision(Kind.INDEX, path, Verdict.KEEP, Reason.HOLDS_LIVE_OFFSET, **covered)
-            )
+        if not below:
             stop_reason = Reason.AFTER_FIRST_KEPT
     return tuple(decisions)
 
 
-def _loaded_at(q: QueueListing, cursor: int, loaded: LoadedValues) -> int:
+def _loaded_at(q: QueueListing, cursor: int, loaded: LoadedValues | None) -> int:
     """Where in the scan cache file ``q`` (a listing loaded from it, as it was loaded) is:
     at ``cursor`` on the common path (a walk of unchanged directories visits them in file
     order), else looked up by path; -1 when ``q`` is not that very listing."""
+    if loaded is None:
+        return -1
     listings = loaded.listings
     if cursor < len(listings) and listings[cursor] is q:
         return cursor
@@ -240,7 +266,7 @@ def plan_queues(
     last_min_offset: int,
     reader: BinaryReader,
     memo: dict[str, QueueDecision] | None = None,
-    loaded: dict[str, tuple[tuple[str, ...], Values]] | None = None,
+    loaded: LoadedValues | None = None,
 ) -> QueuesPlan:
     """Plan every queue and the index list, or nothing when the minimum has not moved.
 
@@ -266,9 +292,10 @@ def plan_queues(
     loaded_get = loaded.get if loaded else None
     # Listings loaded from the scan cache file, their values still in its arrays
     # (scancache.LoadedValues; looked up inline: this runs for every queue after a start).
-    loaded_list = va = value_starts = devices = None
+    loaded_list: list[QueueListing] = []
+    va = value_starts = devices = _NO_VALUES
     n_loaded = cursor = 0  # the position in the file a walk in file order is at
-    if loaded and hasattr(loaded, "listings"):
+    if loaded:
         loaded_list, va = loaded.listings, loaded.va
         value_starts, devices = loaded.value_starts, loaded.devices
         n_loaded = len(loaded_list)
@@ -278,7 +305,7 @@ def plan_queues(
         n = len(q.names)
         file_count += n
         if n < 2:  # only the newest file: nothing to examine
-            if cursor < n_loaded and loaded_list[cursor] is q:  # type: ignore[index]
+            if cursor < n_loaded and loaded_list[cursor] is q:
                 cursor += 1
             continue
         directory = q.directory
@@ -296,7 +323,8 @@ def plan_queues(
                 and not earlier.deleted
                 and earlier.stop_reason is live  # (so its value was read: in the bytes)
                 and earlier.stop_extra is None
-                and value_at(earlier.stop_packed, VALUE_AT)[0] >= min_offset
+                and (packed := earlier.stop_packed) is not None
+                and value_at(packed, VALUE_AT)[0] >= min_offset
             ):
                 decision = earlier
             else:
@@ -314,7 +342,7 @@ def plan_queues(
                 reader,
                 va,
                 value_starts[i],
-                devices[i],  # type: ignore[arg-type,index]
+                devices[i],
             )
         elif loaded_get is not None and (got := loaded_get(directory)) is not None:
             # From the scan cache file: never trusted as it stands (one lstat per file used).
@@ -325,7 +353,9 @@ def plan_queues(
             memo[directory] = decision  # (the common warm case writes nothing)
         append(decision)
         if decision.stop_reason is unreadable:
-            problems.append(f"{decision.stop.path}: {decision.stop_detail}")  # type: ignore[union-attr]
+            stop = decision.stop
+            assert stop is not None  # (an unreadable stop is a stop)
+            problems.append(f"{stop.path}: {decision.stop_detail}")
     if memo is not None and len(memo) != len(examined):  # forget queues that are gone
         keep = {d.directory for d in examined}
         for gone in [k for k in memo if k not in keep]:

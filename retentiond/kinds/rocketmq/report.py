@@ -12,9 +12,9 @@ from collections.abc import Iterable, Iterator
 from typing import TYPE_CHECKING
 
 from retentiond.engine.decision import Decision
-from retentiond.engine.units import human_age, human_bytes, human_time
 from retentiond.kinds.rocketmq.plan import sorted_queues
-from retentiond.reasons import Reason, Verdict
+from retentiond.reasons import AnyReason, Reason, Verdict
+from retentiond.text.units import human_age, human_bytes, human_time
 
 if TYPE_CHECKING:
     from retentiond.kinds.rocketmq.plan import Plan, QueueDecision
@@ -82,7 +82,7 @@ def _commitlog_rows(plan: Plan) -> list[tuple[str, ...]]:
 
 def _reason_counts(queues: Iterable[QueueDecision]) -> dict[str, int]:
     """Examined queue files by reason, as ``QueueDecision.decisions`` would list them."""
-    counts: dict[Reason, int] = {}
+    counts: dict[AnyReason, int] = {}
     live = Reason.HOLDS_LIVE_OFFSET
     held_live = newest = behind = 0
     for qd in queues:

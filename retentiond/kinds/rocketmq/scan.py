@@ -11,11 +11,12 @@ import errno
 import os
 import struct
 import time
-from collections.abc import Iterator
+from collections.abc import ItemsView, Iterator, Mapping
 from sys import intern
 
 from retentiond.config.settings import Settings
 from retentiond.engine.identity import identity_of
+from retentiond.kinds.rocketmq.config import RocketMQStore
 from retentiond.kinds.rocketmq.formats import is_never_written
 from retentiond.kinds.rocketmq.names import is_index_name, parse_offset_name, parse_queue_id
 from retentiond.kinds.rocketmq.reader import read_prefix
@@ -42,10 +43,10 @@ def _classify(entry: os.DirEntry[str]) -> ForeignWhy | None:
 
 
 def _scan_commitlog(
-    settings: Settings, foreign: list[ForeignEntry], errors: list[StoreError]
+    settings: Settings[RocketMQStore], foreign: list[ForeignEntry], errors: list[StoreError]
 ) -> tuple[CommitLogFile, ...]:
     by_offset: dict[int, CommitLogFile] = {}
-    for path in settings.store_path_commitlog:
+    for path in settings.store.store_path_commitlog:
         directory = str(path)
         try:
             entries = list(os.scandir(directory))
@@ -160,6 +161,12 @@ def _list_dir(path: str, foreign: list[ForeignEntry]) -> tuple[list[str], list[F
     return names, strangers
 
 
+# A parent directory's children as (name, queue id or None), and its remembered listing:
+# ((mtime_ns, ctime_ns, ino), the children, the foreign entries found).
+Children = tuple[tuple[str, int | None], ...]
+ParentListing = tuple[tuple[int, int, int], Children, tuple[ForeignEntry, ...]]
+
+
 class QueueLister:
     """Lists ``consumequeue/<topic>/<queueId>/`` and remembers directory listings.
 
@@ -174,8 +181,7 @@ class QueueLister:
 
     def __init__(self) -> None:
         # path -> ((mtime_ns, ctime_ns, ino), what the listing produced, foreign entries)
-        self._parents: dict[str, tuple[tuple[int, int, int], tuple[tuple[str, int | None], ...],
-                                       tuple[ForeignEntry, ...]]] = {}  # fmt: skip
+        self._parents: dict[str, ParentListing] = {}
         # path -> the listing, carrying the directory key it was taken under and the foreign
         # entries found (``names`` empty: a directory without queue files). The key packs the
         # mtime, the change time (utime() can set an mtime back, never a ctime), the inode and
@@ -191,7 +197,7 @@ class QueueLister:
     def _children(
         self, path: str, foreign: list[ForeignEntry], errors: list[StoreError] | None, what: str,
         follow: bool = False,
-    ):  # fmt: skip
+    ) -> Children:  # fmt: skip
         """Subdirectories as (name, queue id or None); the rest is foreign. A directory that
         cannot be stat-ed or listed (other than one gone since its parent was listed) is a
         store error naming it (``what``: which directory it is): none of it is judged.
@@ -259,21 +265,21 @@ class QueueLister:
             self._queues.pop(path, None)
         return listing
 
-    def queue_entries(self):
+    def queue_entries(self) -> ItemsView[str, QueueListing]:
         """The remembered queue listings as (path, listing), for the scan cache file (a
         listing with no names: a directory without queue files)."""
         return self._queues.items()
 
-    def parent_entries(self):
+    def parent_entries(self) -> ItemsView[str, ParentListing]:
         """The remembered listings of ``consumequeue/`` and its topic directories."""
         return self._parents.items()
 
-    def preload_parents(self, entries: dict) -> None:
+    def preload_parents(self, entries: Mapping[str, ParentListing]) -> None:
         """Parent listings from the cache file, used only while each directory keeps its
         mtime, ctime and inode (a stale one could only leave a queue out: keep more)."""
         self._parents.update(entries)
 
-    def preload(self, entries: dict) -> None:
+    def preload(self, entries: Mapping[str, QueueListing]) -> None:
         """Listings from the cache file (``scancache``), used only while each directory keeps
         its identity. They are handed out as they are (``unchanged``): the first round after a
         start has no earlier decision for them, so ``plan_queues`` checks every file's
@@ -388,24 +394,27 @@ def _has_entries(path: str, errors: list[StoreError]) -> bool:
 
 
 def scan(
-    settings: Settings, *, now_ms: int | None = None, lister: QueueLister | None = None
+    settings: Settings[RocketMQStore],
+    *,
+    now_ms: int | None = None,
+    lister: QueueLister | None = None,
 ) -> Snapshot:
     foreign: list[ForeignEntry] = []
     errors: list[StoreError] = []
-    root = str(settings.store_path_root_dir)
+    root = str(settings.store.store_path_root_dir)
     if not os.path.isdir(root):
         errors.append(StoreError(root, "store root does not exist or is not a directory"))
     commitlog = _scan_commitlog(settings, foreign, errors)
-    index_dir = str(settings.index_dir)
+    index_dir = str(settings.store.index_dir)
     index = _scan_index(index_dir, foreign, errors)
-    cq_dir = str(settings.consumequeue_dir)
+    cq_dir = str(settings.store.consumequeue_dir)
     has_queues = _has_entries(cq_dir, errors)
     if not commitlog and not errors and (index or has_queues):
         # The broker never deletes its last CommitLog file, so an empty CommitLog beside
         # ConsumeQueue or index files is a disk that is not mounted (an empty mount point).
         errors.append(
             StoreError(
-                ",".join(map(str, settings.store_path_commitlog)),
+                ",".join(map(str, settings.store.store_path_commitlog)),
                 "no CommitLog files although the store has ConsumeQueue or index files "
                 "(a CommitLog disk not mounted?)",
             )

@@ -35,6 +35,7 @@ import os
 import struct
 import sys
 from array import array
+from collections.abc import Mapping
 from itertools import accumulate, repeat
 from operator import mul, sub
 from pathlib import Path
@@ -44,12 +45,13 @@ import structlog
 
 from retentiond.engine.identity import FileIdentity
 from retentiond.kinds.rocketmq.names import parse_queue_id
+from retentiond.kinds.rocketmq.plan import QueueDecision
 from retentiond.kinds.rocketmq.queues import Values, decision_values
 from retentiond.kinds.rocketmq.reader import Known
-from retentiond.kinds.rocketmq.scan import DIR_KEY, QueueLister
+from retentiond.kinds.rocketmq.scan import DIR_KEY, ParentListing, QueueLister
 from retentiond.kinds.rocketmq.snapshot import QueueListing
 
-log = structlog.get_logger("retentiond.scancache")
+log = structlog.get_logger(__name__)
 
 MAGIC = b"retentiond-rocketmq-scan-cache\n"
 VERSION = 3
@@ -98,7 +100,7 @@ def save(
     path: Path,
     consumequeue_dir: str,
     lister: QueueLister,
-    memo: dict,
+    memo: Mapping[str, QueueDecision],
     loaded: LoadedValues | None,
     cq_file_size: int,
 ) -> bool:
@@ -110,7 +112,7 @@ def save(
         return False
     strings: dict[str, int] = {}
     qa, na, va = array("q"), array("q"), array("q")
-    loaded_get = (loaded or {}).get
+    loaded_get = loaded.get if loaded is not None else _nothing_loaded
     unpack = DIR_KEY.unpack
     for qpath, listing in lister.queue_entries():
         if not listing.names or listing.strangers:
@@ -181,7 +183,12 @@ def save(
     return True
 
 
-Loaded = tuple[dict, "LoadedValues", dict]
+def _nothing_loaded(path: str) -> None:
+    return None
+
+
+# The lister's queue listings and parent listings, and the values, by directory.
+Loaded = tuple[dict[str, QueueListing], "LoadedValues", dict[str, ParentListing]]
 
 
 def load(path: Path, consumequeue_dir: str, cq_file_size: int) -> Loaded | None:
@@ -227,8 +234,8 @@ class LoadedValues:
     each is freed before the next queue's are made.
     """
 
-    def __init__(self, listings: dict, qa: array, na: array, va: array, starts: array,
-                 names: _NameTable) -> None:  # fmt: skip
+    def __init__(self, listings: dict[str, QueueListing], qa: array[int], na: array[int],
+                 va: array[int], starts: array[int], names: _NameTable) -> None:  # fmt: skip
         self._paths = listings  # path -> listing, in file order
         self._at: dict[str, int] | None = None  # path -> position, made when first asked
         # In file order, which is the order a walk of the unchanged directories visits them
@@ -284,7 +291,7 @@ class LoadedValues:
         return names, tuple(vals)
 
 
-class _NameTable(dict):
+class _NameTable(dict[int, str]):
     """File names by offset, made once each (``sys.intern``: the lister's listings share them)."""
 
     def __missing__(self, offset: int) -> str:
@@ -340,14 +347,15 @@ def _parse(raw: bytes, consumequeue_dir: str, cq_file_size: int) -> Loaded | Non
     pa.frombytes(body[pos : pos + 8 * n_p * _P])
     pos += 8 * n_p * _P
     ca.frombytes(body[pos:])
-    queues: dict = {}
+    queues: dict[str, QueueListing] = {}
     prefix = f"{consumequeue_dir}/"
     # One string per distinct file name: queues are named by logical offsets, which repeat
     # from queue to queue (every queue starts at 0 and grows by one file size), so 100,000
     # queues share a handful of name strings instead of holding two or more each.
     names_by_offset = _NameTable()
     name_of = names_by_offset.__getitem__
-    share = {}.setdefault
+    shared: dict[tuple[str, ...], tuple[str, ...]] = {}
+    share = shared.setdefault
     dirnames: dict[int, int] = {}  # string index -> queue id, checked once per name
     # Checked for all queues at once before any is used: each queue has a file, the names
     # are the queues' and the values their non-last files'.
@@ -385,13 +393,13 @@ def _parse(raw: bytes, consumequeue_dir: str, cq_file_size: int) -> Loaded | Non
         # The first round re-checks every file it uses (see the module and plan_queues).
         queues[qpath] = new_listing(QueueListing, (topic, queue_id, qpath, names, True, key, ()))
     values = LoadedValues(queues, qa, na, va, starts, names_by_offset)
-    parents: dict = {}
+    parents: dict[str, ParentListing] = {}
     ids: dict[int, tuple[str, int | None]] = {}  # string index -> (name, queue id)
     ci = 0
     for pi in range(0, len(pa), _P):
         which, p_mtime, p_ctime, p_ino, n = pa[pi : pi + _P]
         ppath = consumequeue_dir if which == -1 else f"{prefix}{table[which]}"
-        children = []
+        children: list[tuple[str, int | None]] = []
         for c in ca[ci : ci + n]:
             child = ids.get(c)
             if child is None:

@@ -9,7 +9,6 @@ import re
 from pathlib import Path
 from types import SimpleNamespace
 
-from retentiond.engine.units import human_age, human_bytes, human_time
 from retentiond.kinds.kafka.config import load_server_properties
 from retentiond.kinds.kafka.kind import Kafka
 from retentiond.kinds.kafka.plan import KafkaPlan, LogDirPlan
@@ -17,6 +16,7 @@ from retentiond.kinds.kafka.policy import PartitionPlan, TopicConfig, plan_parti
 from retentiond.kinds.kafka.report import render_plan
 from retentiond.kinds.kafka.scan import scan_log_dir
 from retentiond.reasons import Reason, Verdict
+from retentiond.text.units import human_age, human_bytes, human_time
 from tests.kinds.kafka.kafkalog import KafkaLog, R, plan_one_partition, segment_bases
 
 NOW = 1_700_000_000_000
@@ -233,7 +233,7 @@ def test_streamed_document_is_the_json_document(tmp_path: Path) -> None:
     import io
     import json
 
-    from retentiond.engine import jsonstream
+    from retentiond.text import jsonstream
 
     log = six_segments(tmp_path / "a")
     other = six_segments(tmp_path / "b", recent_ts=NOW + 3_600_000)

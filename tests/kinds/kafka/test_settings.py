@@ -9,8 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from retentiond.config.loader import ConfigError, diff_settings, load_settings
-from retentiond.kinds import kind_for
+from retentiond.config.diff import diff_settings
+from retentiond.config.problems import ConfigError
+from retentiond.kinds import kind_for, load_settings
+from retentiond.kinds.kafka.config import KafkaServer
 from retentiond.kinds.kafka.kind import Kafka
 from retentiond.storegen.kafka import KafkaStoreSpec, generate_kafka_store
 from tests.conftest import run_cli
@@ -41,11 +43,11 @@ def test_server_properties_become_kafka_settings(tmp_path: Path, log_dir: Path) 
         "retentiond.dryRun=true\nretentiond.kafka.unknownTopics=brokerDefaults\n",
     )
     s = load_settings(cfg)
-    assert s.kafka is not None and s.store_kind == "kafka"
-    assert s.kafka.log_dirs == (str(log_dir),) and s.kafka.node_id == 4
-    assert s.kafka.broker_props["log.retention.minutes"] == "30"
-    assert s.clean_resource_interval_ms == 15000  # the round period
-    assert s.daemon.dry_run and s.kafka.unknown_topics == "brokerDefaults"
+    assert isinstance(s.store, KafkaServer) and s.store.kind_name == "kafka"
+    assert s.store.log_dirs == (str(log_dir),) and s.store.node_id == 4
+    assert s.store.broker_props["log.retention.minutes"] == "30"
+    assert s.round_interval_ms == 15000  # the round period
+    assert s.daemon.dry_run and s.store.unknown_topics == "brokerDefaults"
     assert s.broker_name == "kafka-4" and s.broker_cluster_name != "kafka"  # meta.properties
     assert s.store_dirs == (str(log_dir),) and s.store_label == str(log_dir)
     kind = kind_for(s)
@@ -72,10 +74,10 @@ def test_yaml_with_the_same_keys(tmp_path: Path, log_dir: Path) -> None:
             "  kafka:\n    timeIndexCompat: true\n",
         )
     )
-    assert yml.kafka is not None and props.kafka is not None
-    assert yml.kafka.as_dict() == props.kafka.as_dict()
+    assert isinstance(yml.store, KafkaServer) and isinstance(props.store, KafkaServer)
+    assert yml.store.key_values() == props.store.key_values()
     assert yml.daemon == props.daemon and yml.config_hash == props.config_hash
-    assert yml.kafka.time_index_compat
+    assert yml.store.time_index_compat
 
 
 def test_refusals_name_file_key_and_value(tmp_path: Path, log_dir: Path) -> None:
@@ -108,7 +110,7 @@ def test_log_dir_must_be_a_kafka_log_dir(tmp_path: Path) -> None:
     [p] = problems(cfg)
     assert f"key 'log.dirs' = '{tmp_path}/missing': log dir does not exist" in p
     # not checked where the store is not looked at (status, trigger-delete)
-    assert load_settings(cfg, check_store=False).kafka is not None
+    assert isinstance(load_settings(cfg, check_store=False).store, KafkaServer)
 
 
 def test_kafka_and_rocketmq_at_once_is_refused(tmp_path: Path, log_dir: Path) -> None:

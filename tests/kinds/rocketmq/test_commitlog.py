@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 from retentiond.config.settings import DaemonSettings, Settings
 from retentiond.engine.identity import FileIdentity
 from retentiond.kinds.rocketmq.commitlog import plan_commitlog
+from retentiond.kinds.rocketmq.config import rocketmq_settings
 from retentiond.kinds.rocketmq.snapshot import CommitLogFile
 from retentiond.kinds.rocketmq.triggers import DiskState, Triggers, next_delete_window
 from retentiond.reasons import DELETE_REASONS, Reason, Verdict
@@ -27,7 +28,7 @@ def settings(**kw) -> Settings:
         file_reserved_time_hours=1,
     )
     base.update(kw)
-    return Settings(**base)
+    return rocketmq_settings(**base)
 
 
 def files(ages_h: list[float], preallocated: int = 0) -> tuple[CommitLogFile, ...]:

@@ -19,14 +19,14 @@ from pathlib import Path
 
 import pytest
 
-from retentiond.engine import jsonstream
 from retentiond.engine.decision import Decision
 from retentiond.engine.identity import FileIdentity
-from retentiond.engine.units import human_age, human_bytes, human_time
 from retentiond.kinds.rocketmq.plan import CommitLogPlan, Plan, QueueDecision, QueuesPlan
 from retentiond.kinds.rocketmq.report import render_plan
 from retentiond.kinds.rocketmq.triggers import DiskState, Triggers
 from retentiond.reasons import SCHEMA_VERSION, Kind, Reason, Verdict
+from retentiond.text import jsonstream
+from retentiond.text.units import human_age, human_bytes, human_time
 from tests.conftest import expired_spec, make_store, run_cli
 
 # ---- the plain forms ----------------------------------------------------------------------

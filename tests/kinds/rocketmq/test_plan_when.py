@@ -18,8 +18,8 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
-from retentiond.engine.units import human_time
 from retentiond.reasons import Reason
+from retentiond.text.units import human_time
 from tests.conftest import expired_spec, make_store
 
 HOUR_MS = 3_600_000

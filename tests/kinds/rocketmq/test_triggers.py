@@ -9,6 +9,7 @@ import pytest
 
 from retentiond.config.settings import DaemonSettings, Settings
 from retentiond.engine.disk import PathUsage, adjusted, ratio_from_counts
+from retentiond.kinds.rocketmq.config import rocketmq_settings
 from retentiond.kinds.rocketmq.disk import DiskUsage
 from retentiond.kinds.rocketmq.triggers import (
     DiskState,
@@ -25,7 +26,7 @@ def settings(**kw) -> Settings:
         daemon=DaemonSettings(timezone="UTC"),
     )
     base.update(kw)
-    return Settings(**base)
+    return rocketmq_settings(**base)
 
 
 def usage(*commitlog: float | None, cq: float | None = 0.1) -> DiskUsage:

@@ -88,14 +88,25 @@ def _encoded_enums() -> dict[object, str]:
 _ENUM: dict[object, str] = _encoded_enums()  # a Decision's kind, verdict and reason, encoded
 
 
+def _encoded(value: str) -> str:
+    """A value missing from ``_ENUM``: a file kind or reason registered by a kind outside the
+    package (``reasons.register_kind``), encoded once."""
+    got = _ENUM[value] = encode_basestring_ascii(str(value))
+    return got
+
+
 def encode_decision(d: Decision, now_ms: int, pad: str) -> str:
     """``Decision.as_dict(now_ms)`` as ``json.dumps(indent=2)`` writes it at indent ``pad``,
     without the dict: the same keys in the same order, absent ones left out."""
     k = ",\n" + pad + '  "'
     ident = d.identity
+    try:
+        kind, verdict, reason = _ENUM[d.kind], _ENUM[d.verdict], _ENUM[d.reason]
+    except KeyError:
+        kind, verdict, reason = (_ENUM.get(v) or _encoded(v) for v in (d.kind, d.verdict, d.reason))
     head = (
-        f'{{\n{pad}  "kind": {_ENUM[d.kind]}{k}path": {encode_basestring_ascii(d.path)}'
-        f'{k}verdict": {_ENUM[d.verdict]}{k}reason": {_ENUM[d.reason]}'
+        f'{{\n{pad}  "kind": {kind}{k}path": {encode_basestring_ascii(d.path)}'
+        f'{k}verdict": {verdict}{k}reason": {reason}'
     )
     start, end, topic, queue_id = d.start_offset, d.end_offset, d.topic, d.queue_id
     if (

@@ -6,8 +6,8 @@ with "Map failed", one that reaches its ``RLIMIT_NOFILE`` cannot open the next f
 retention is what keeps both in check. So each round (never more often: ``OwnerWatch`` is
 refreshed by the Cleaner's round, scrapes and ``status`` read the last report) we read:
 
-* with psutil: pid, executable name, command line (RocketMQ's ``BrokerStartup`` and Kafka's
-  ``kafka.Kafka`` are recognised; another lock holder is warned about once), user, start
+* with psutil: pid, executable name, command line (the store kind's broker is recognised by
+  its main classes, ``BrokerMain``; another lock holder is warned about once), user, start
   time, resident memory, open descriptors and the soft ``RLIMIT_NOFILE``;
 * by hand: the number of memory maps, as lines of ``/proc/<pid>/maps`` (see ``count_maps``),
   and ``/proc/sys/vm/max_map_count``.
@@ -20,31 +20,31 @@ user's broker without CAP_SYS_PTRACE: ``fd`` and ``maps`` are refused) is None a
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import TypeVar
 
 import psutil
 import structlog
 
-from retentiond.engine.holders import PROC, LockOwner
-from retentiond.engine.processes import procfs, same_pid_namespace, short_command
+from retentiond.engine.kind import BrokerMain
+from retentiond.engine.proc.files import PROC, LockOwner
+from retentiond.engine.proc.processes import procfs, same_pid_namespace, short_command
 
-log = structlog.get_logger("retentiond.owner")
+T = TypeVar("T")
 
-# The last dotted part of a RocketMQ broker's main class (5.x also ships a container that runs
-# brokers in one JVM); Kafka's main class in ZooKeeper and KRaft mode alike.
-ROCKETMQ_MAIN = frozenset({"BrokerStartup", "BrokerContainerStartup"})
-KAFKA_MAIN = "kafka.Kafka"
+log = structlog.get_logger(__name__)
+
 _CHUNK = 1 << 20
 
 
-def recognise(cmdline: Sequence[str]) -> tuple[str, str | None]:
-    """``(type, main class)``: ``rocketmq``, ``kafka`` or ``other`` (no main class)."""
+def recognise(cmdline: Sequence[str], brokers: Sequence[BrokerMain]) -> tuple[str, str | None]:
+    """``(type, main class)``: the type of the first of ``brokers`` whose main class is an
+    argument, or ``other`` (no main class)."""
     for arg in cmdline:
-        if arg == KAFKA_MAIN:
-            return "kafka", arg
-        if arg.rsplit(".", 1)[-1] in ROCKETMQ_MAIN:
-            return "rocketmq", arg
+        for broker in brokers:
+            if broker.matches(arg):
+                return broker.type, arg
     return "other", None
 
 
@@ -131,20 +131,21 @@ def _why(exc: BaseException) -> str:
     return type(exc).__name__
 
 
-def read_owner(pid: int, proc_root: str = PROC) -> OwnerFigures | None:
-    """The figures of ``pid``; None if it is gone."""
+def read_owner(
+    pid: int, proc_root: str = PROC, brokers: Sequence[BrokerMain] = ()
+) -> OwnerFigures | None:
+    """The figures of ``pid`` (its type told by ``brokers``); None if it is gone."""
     unreadable: list[str] = []
-    values: dict[str, object] = {}
     same_ns = same_pid_namespace(proc_root, pid)
 
-    def take(key: str, read) -> None:  # type: ignore[no-untyped-def]
+    def take(key: str, read: Callable[[], T]) -> T | None:
         try:
-            values[key] = read()
+            return read()
         except psutil.NoSuchProcess:
             raise
         except (psutil.Error, OSError, ValueError, IndexError) as exc:
-            values[key] = None
             unreadable.append(f"{key}: {_why(exc)}")
+            return None
 
     def fd_limit() -> int | None:
         if same_ns:
@@ -159,37 +160,38 @@ def read_owner(pid: int, proc_root: str = PROC) -> OwnerFigures | None:
         with procfs(proc_root):
             p = psutil.Process(pid)
             with p.oneshot():
-                take("name", p.name)
-                take("exe", lambda: p.exe() or None)
-                take("cmdline", lambda: tuple(p.cmdline()))
-                take("user", p.username)
-                take("start_time_s", p.create_time)
-                take("rss_bytes", lambda: p.memory_info().rss)
-                take("open_fds", p.num_fds)
-                take("max_fds", fd_limit)
-            take("memory_maps", lambda: count_maps(pid, proc_root))
+                name = take("name", p.name)
+                exe = take("exe", lambda: p.exe() or None)
+                got_cmdline = take("cmdline", lambda: tuple(p.cmdline()))
+                user = take("user", p.username)
+                start_time_s = take("start_time_s", p.create_time)
+                rss_bytes = take("rss_bytes", lambda: p.memory_info().rss)
+                open_fds = take("open_fds", p.num_fds)
+                max_fds = take("max_fds", fd_limit)
+            memory_maps = take("memory_maps", lambda: count_maps(pid, proc_root))
     except psutil.NoSuchProcess:  # ZombieProcess too: it holds no lock, maps or files
         return None
     except (psutil.Error, OSError):
         return None
-    cmdline = values.get("cmdline")
-    if isinstance(cmdline, tuple):
-        kind, main = recognise(cmdline)
+    cmdline: tuple[str, ...]
+    if got_cmdline is not None:
+        cmdline = got_cmdline
+        kind, main = recognise(cmdline, brokers)
     else:
         cmdline, (kind, main) = (), ("unknown", None)
     return OwnerFigures(
         pid=pid,
-        name=values.get("name"),  # type: ignore[arg-type]
-        exe=values.get("exe"),  # type: ignore[arg-type]
+        name=name,
+        exe=exe,
         cmdline=cmdline,
         type=kind,
         main_class=main,
-        user=values.get("user"),  # type: ignore[arg-type]
-        start_time_s=values.get("start_time_s"),  # type: ignore[arg-type]
-        rss_bytes=values.get("rss_bytes"),  # type: ignore[arg-type]
-        open_fds=values.get("open_fds"),  # type: ignore[arg-type]
-        max_fds=values.get("max_fds"),  # type: ignore[arg-type]
-        memory_maps=values.get("memory_maps"),  # type: ignore[arg-type]
+        user=user,
+        start_time_s=start_time_s,
+        rss_bytes=rss_bytes,
+        open_fds=open_fds,
+        max_fds=max_fds,
+        memory_maps=memory_maps,
         unreadable=tuple(unreadable),
     )
 
@@ -218,8 +220,9 @@ class OwnerWatch:
     """The owner's figures, read at most once per ``refresh`` (the Cleaner calls it once per
     round), and the one-time warning about a lock holder that is no known broker."""
 
-    def __init__(self, proc_root: str = PROC) -> None:
+    def __init__(self, proc_root: str = PROC, brokers: Sequence[BrokerMain] = ()) -> None:
         self.proc_root = proc_root
+        self.brokers = tuple(brokers)  # the store kind's broker, by its main classes
         self.report: OwnerReport | None = None  # None until the first refresh
         self.reads = 0  # how many times the figures were read (tests: never per scrape)
         self._warned: set[tuple[int, float | None]] = set()
@@ -230,7 +233,7 @@ class OwnerWatch:
         if owner.running and owner.pids:
             # A POSIX lock belongs to one process; several pids would be a broker restarting.
             try:
-                figures = read_owner(min(owner.pids), self.proc_root)
+                figures = read_owner(min(owner.pids), self.proc_root, self.brokers)
             except Exception:  # describing the broker must never break a round
                 log.exception("cannot read the owner broker's figures")
             self.reads += 1
@@ -247,9 +250,10 @@ class OwnerWatch:
             key = (figures.pid, figures.start_time_s)
             if key not in self._warned:
                 self._warned.add(key)
+                titles = [b.title for b in self.brokers] or ["a known broker"]
+                known = f"neither {' nor '.join(titles)}" if len(titles) > 1 else f"not {titles[0]}"
                 log.warning(
-                    "the process holding the store lock is neither a RocketMQ broker "
-                    "(BrokerStartup) nor a Kafka broker (kafka.Kafka): its files are still "
+                    f"the process holding the store lock is {known}: its files are still "
                     "treated as the owner's",
                     pid=figures.pid,
                     user=figures.user,

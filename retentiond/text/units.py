@@ -37,7 +37,7 @@ def zone_name(configured: str | None) -> str:
     machine's own (``/etc/localtime``, ``TZ``), else what the C library calls it."""
     if configured:
         return configured
-    from retentiond.config.loader import local_zone_name
+    from retentiond.config.zones import local_zone_name
 
     name = local_zone_name()
     if name:
