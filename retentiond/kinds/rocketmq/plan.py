@@ -314,7 +314,9 @@ class Plan:
             "store": [self.store_root],
             "manual": self.manual,
             "dry_run": self.dry_run,
-            "errors": self.store_errors(),
+            # what the scan found; the trigger's own error (the disk could not be measured)
+            # only when the scan found none, as it restates one of theirs otherwise
+            "errors": list(self.errors) or self.store_errors(),
             "problems": [{"path": p, "problem": w} for p, w in self.problems()],
             "totals": self.totals(),
         }
