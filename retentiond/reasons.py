@@ -17,8 +17,10 @@ import threading
 from enum import StrEnum
 from typing import TypeAlias, TypeVar
 
-SCHEMA_VERSION = 3  # 2: reason unlink_refused; the Kafka file kind and its reasons.
-# 3: the deletion's loss; keep reasons unconsumed and pending_timer
+# 2: reason unlink_refused; the Kafka file kind and its reasons. 3: the deletion's loss; keep
+# reasons unconsumed and pending_timer. 4: one plan envelope for every kind; not_expired for
+# every kept file younger than its retention; plans say when (docs/journal.md keeps the table)
+SCHEMA_VERSION = 4
 
 
 class Kind(StrEnum):
@@ -46,10 +48,10 @@ class Reason(StrEnum):
 
     # Reasons to keep.
     NEWEST_FILE = "newest_file"  # newest file holding data, or pre-allocated after it
-    NOT_EXPIRED = "not_expired"
+    NOT_EXPIRED = "not_expired"  # younger than fileReservedTime: it would not go in any pass
     NOT_TIME_TO_DELETE = "not_time_to_delete"  # no trigger fired this round
-    BATCH_LIMIT = "batch_limit"  # deleteFileBatchMax reached
-    AFTER_FIRST_KEPT = "after_first_kept"  # never delete past a file that does not qualify
+    BATCH_LIMIT = "batch_limit"  # deleteFileBatchMax reached; for a file that would go
+    AFTER_FIRST_KEPT = "after_first_kept"  # would go, but is behind a file that does not
     HOLDS_LIVE_OFFSET = "holds_live_offset"  # CQ/index still points at or above CL min
     MIN_OFFSET_UNCHANGED = "min_offset_unchanged"  # CL min offset did not move since last round
     UNREADABLE = "unreadable"  # a value needed for the decision could not be read

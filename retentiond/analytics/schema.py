@@ -19,7 +19,10 @@ from pyspark.sql.types import (
     StructType,
 )
 
-SUPPORTED_SCHEMA_VERSION = 3  # 2: keep reason unlink_refused; 3: the deletion's `loss`
+# Records of every version up to this one are read (docs/journal.md, "Versioning"): 2 added
+# the keep reason unlink_refused; 3 the deletion's `loss`; 4 changed only plans and the kept
+# files' reasons, so its records read as version 3's.
+SUPPORTED_SCHEMA_VERSION = 4
 
 
 def _f(name: str, kind: object) -> StructField:

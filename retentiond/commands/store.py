@@ -57,21 +57,26 @@ def cmd_gen_store(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return EXIT_USAGE
-    request = GenStoreRequest(
-        dir=Path(args.dir),
-        preset=args.preset,
-        messages=args.messages,
-        file_size=args.file_size,
-        oldest_hours=args.oldest_hours,
-        topics=args.topics,
-        sparse=args.sparse,
-        config_out=Path(args.config_out) if args.config_out else None,
-    )
-    try:
-        lines = generator(args.kind)(request)
-    except GenStoreRefused as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return EXIT_USAGE
+    from retentiond.commands.progress import Progress
+
+    with Progress("retentiond gen-store") as progress:
+        request = GenStoreRequest(
+            dir=Path(args.dir),
+            preset=args.preset,
+            messages=args.messages,
+            file_size=args.file_size,
+            oldest_hours=args.oldest_hours,
+            topics=args.topics,
+            sparse=args.sparse,
+            config_out=Path(args.config_out) if args.config_out else None,
+            progress=progress.report if progress.enabled else None,
+        )
+        try:
+            lines = generator(args.kind)(request)
+        except GenStoreRefused as exc:
+            progress.close()
+            print(f"error: {exc}", file=sys.stderr)
+            return EXIT_USAGE
     for line in lines:
         print(line)
     return EXIT_OK

@@ -26,6 +26,8 @@ class GenStoreRequest:
     topics: dict[str, int] | None = None
     sparse: bool = False
     config_out: Path | None = None
+    # told what is being written now (gen-store on a terminal draws it as a progress line)
+    progress: Callable[[str], None] | None = None
 
 
 class GenStoreRefused(ValueError):

@@ -17,7 +17,7 @@ import random
 import struct
 import time
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -235,8 +235,13 @@ def _write_partition(part_dir: Path, built: _PartitionFiles) -> None:
         _write(part_dir / name, data, mtime_ms)
 
 
-def generate_kafka_store(log_dir: Path, spec: KafkaStoreSpec | None = None) -> GeneratedKafkaStore:
-    """A log dir under ``log_dir`` (created; must not hold a store already)."""
+def generate_kafka_store(
+    log_dir: Path,
+    spec: KafkaStoreSpec | None = None,
+    progress: Callable[[str], None] | None = None,
+) -> GeneratedKafkaStore:
+    """A log dir under ``log_dir`` (created; must not hold a store already). ``progress``, if
+    given, is told which partition is being written (``gen-store`` on a terminal)."""
     spec = spec or KafkaStoreSpec()
     rng = random.Random(spec.seed)
     log_dir.mkdir(parents=True, exist_ok=True)
@@ -244,10 +249,13 @@ def generate_kafka_store(log_dir: Path, spec: KafkaStoreSpec | None = None) -> G
         raise FileExistsError(f"{log_dir}: not empty")
     store = GeneratedKafkaStore(log_dir)
     topic_ids: dict[str, bytes] = {}
+    total = sum(spec.topics.values())
     for topic, partitions in spec.topics.items():
         topic_ids[topic] = uuid.UUID(int=rng.getrandbits(128)).bytes
         built: list[_PartitionFiles] = []
         for p in range(partitions):
+            if progress is not None:
+                progress(f"partition {len(store.partitions) + 1:,} of {total:,} ({topic}-{p})")
             variant = p % spec.distinct_partitions if spec.distinct_partitions > 0 else p
             if variant == len(built):
                 future = topic == spec.future_topic and variant == 0
@@ -325,7 +333,7 @@ def gen_store(request: GenStoreRequest) -> list[str]:
         overrides["span_ms"] = int(request.oldest_hours * 3_600_000)
     spec = dataclasses.replace(spec, **overrides)
     log_dir = request.dir.absolute()
-    store = generate_kafka_store(log_dir, spec)
+    store = generate_kafka_store(log_dir, spec, request.progress)
     segments = sum(len(s) for s in store.partitions.values())
     lines = [
         f"generated Kafka log dir at {log_dir}: {len(spec.topics)} topics, "

@@ -498,11 +498,14 @@ class _Properties:
         return self._const if self._const is not None else self._build(i)
 
 
-def generate_store(root: Path, spec: StoreSpec) -> GeneratedStore:
+def generate_store(
+    root: Path, spec: StoreSpec, progress: Callable[[str], None] | None = None
+) -> GeneratedStore:
     """Write a complete store under ``root`` and describe it.
 
     ``root`` may exist, but its store directories must be empty: mixing two generations would
-    make the returned summary lie.
+    make the returned summary lie. ``progress``, if given, is told what is being written now
+    (``gen-store`` on a terminal).
     """
     spec.validate()
     root = Path(root).absolute()
@@ -537,6 +540,8 @@ def generate_store(root: Path, spec: StoreSpec) -> GeneratedStore:
     index = _IndexBuilder(index_dir, spec) if spec.index else None
 
     for i in range(n):
+        if progress is not None and not i & 0x3FFF:
+            progress(f"CommitLog and index: message {i:,} of {n:,}")
         pair = i % npairs
         t, queue_id = divmod(pair, qpt)
         store_ts = t_oldest + (span * i // (n - 1) if n > 1 else span)
@@ -567,6 +572,8 @@ def generate_store(root: Path, spec: StoreSpec) -> GeneratedStore:
     if index is not None:
         index.close()
 
+    if progress is not None:
+        progress("ConsumeQueues")
     queues = _write_consume_queues(
         cq_root, spec, topics, phys, sizes, stamps, tag_codes, const_tags_code
     )
@@ -794,7 +801,7 @@ def gen_store(request: GenStoreRequest) -> list[str]:
         overrides["oldest_age_hours"] = request.oldest_hours
     spec = dataclasses.replace(spec, **overrides)
     root = request.dir.absolute()
-    store = generate_store(root, spec)
+    store = generate_store(root, spec, request.progress)
     lines = [f"generated store at {root}: {store.summary()}"]
     if request.config_out is not None:
         path = write_config(root, spec, request.config_out.absolute())

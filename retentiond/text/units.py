@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from datetime import datetime
+from zoneinfo import ZoneInfo
+
 
 def human_bytes(n: int | None) -> str:
     if n is None:
@@ -27,3 +30,36 @@ def human_age(ms: int | None) -> str:
     if h:
         return f"{sign}{h}h{m:02d}m"
     return f"{sign}{m}m{s % 60:02d}s"
+
+
+def zone_name(configured: str | None) -> str:
+    """The zone plans and reports show times in, by name: the configured IANA name, else the
+    machine's own (``/etc/localtime``, ``TZ``), else what the C library calls it."""
+    if configured:
+        return configured
+    from retentiond.config.zones import local_zone_name
+
+    name = local_zone_name()
+    if name:
+        return name
+    import time
+
+    return time.tzname[0] or "local"
+
+
+def _in_zone(ms: int, configured: str | None) -> datetime:
+    if configured:
+        return datetime.fromtimestamp(ms / 1000, ZoneInfo(configured))
+    return datetime.fromtimestamp(ms / 1000).astimezone()  # the C library's local time
+
+
+def human_time(ms: int | None, configured: str | None) -> str:
+    """``2025-01-02 04:00 CET``: a time in the configured zone (None: the machine's)."""
+    if ms is None:
+        return "-"
+    return _in_zone(ms, configured).strftime("%Y-%m-%d %H:%M %Z")
+
+
+def iso_time(ms: int, configured: str | None) -> str:
+    """The same time as ISO 8601 with its UTC offset, to the second."""
+    return _in_zone(ms, configured).isoformat(timespec="seconds")

@@ -44,9 +44,11 @@ from retentiond.kinds.kafka.offline import (
 )
 from retentiond.kinds.kafka.plan import KafkaPlan, LogDirPlan
 from retentiond.kinds.kafka.policy import PartitionPlan, TopicConfig, plan_partition
+from retentiond.kinds.kafka.report import render_plan
 from retentiond.kinds.kafka.scan import LogDirSnapshot, scan_log_dir
 from retentiond.kinds.kafka.voice import KafkaVoice
 from retentiond.reasons import KAFKA_DELETE_REASONS, FileKind, Kind, Reason
+from retentiond.text.units import zone_name
 
 DISK_WARNING_RATIO = DEFAULT_DISK_WARNING_RATIO  # retentiond.kafka.diskWarningRatio's default
 DISK_STATES = ("ok", "warning_level")  # RocketMQ's over_max_ratio and clean_forcibly: never
@@ -202,6 +204,15 @@ class Kafka(KafkaVoice):
             manual=rnd.manual,
             dry_run=not rnd.executes,
             errors=tuple(errors),
+            timezone=zone_name(self.settings.daemon.timezone),
+            zone=self.settings.daemon.timezone,
+            store=tuple(self.server.log_dirs),
+            retention_ms={
+                t: c.retention_ms
+                for t, c in configs.items()
+                if c is not None and c.delete and c.retention_ms >= 0
+            },
+            time_index_compat=self.server.time_index_compat,
         )
 
     def _carry_out(
@@ -284,36 +295,7 @@ class Kafka(KafkaVoice):
 
     # ---- for people and dashboards ------------------------------------------------------
     def render_plan(self, plan: KafkaPlan, *, all_queue_files: bool = False) -> str:
-        """Per partition: its offsets, a line per segment the passes handed over and one for
-        the first segment kept (what stopped the prefix), then how many are kept behind it;
-        ``all_queue_files`` (``plan --all``) lists every segment with its own reason."""
-        lines = []
-        for ld in plan.log_dirs:
-            head = "" if ld.locked else "  (plan-only: another process holds .lock)"
-            lines.append(f"{ld.path}{head}")
-            for p in ld.partitions:
-                if not all_queue_files and not p.deletions and p.partition.name.special:
-                    continue
-                lines.append(
-                    f"  {p.partition.name.name}: LSO {p.log_start_offset} HW {p.high_watermark}"
-                    f" LEO {p.log_end_offset} -> LSO {p.new_log_start_offset}"
-                )
-                for d in p.decisions if all_queue_files else p.head:
-                    lines.append(
-                        f"    {d.start_offset:>20} {d.verdict.value:<6} {d.reason.value}"
-                        + (f" ({d.detail})" if d.detail else "")
-                    )
-                if p.behind and not all_queue_files:
-                    why = p.behind_reason
-                    lines.append(
-                        f"    {'':>20} ... {p.behind} more kept "
-                        + (
-                            f"({why.value})"
-                            if why is not None
-                            else f"behind {p.head[-1].start_offset} ({p.head[-1].reason.value})"
-                        )
-                    )
-        return "\n".join(lines) + "\n"
+        return render_plan(plan, all_queue_files=all_queue_files)
 
     def status_fields(self, plan: KafkaPlan, deleted: frozenset[str]) -> dict[str, object]:
         return {"plan_only_log_dirs": plan.plan_only_dirs(), "reasons": plan.reason_counts()}

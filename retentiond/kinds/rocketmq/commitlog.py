@@ -14,7 +14,7 @@ from retentiond.engine.decision import Decision
 from retentiond.kinds.rocketmq.config import RocketMQStore
 from retentiond.kinds.rocketmq.plan import CommitLogPlan
 from retentiond.kinds.rocketmq.snapshot import CommitLogFile
-from retentiond.kinds.rocketmq.triggers import Triggers
+from retentiond.kinds.rocketmq.triggers import Triggers, next_delete_window
 from retentiond.reasons import Kind, Reason, Verdict
 
 _HOUR_MS = 3_600_000
@@ -83,16 +83,22 @@ def plan_commitlog(
 
     deleted = 0
     pass_reason = _pass_reason(triggers)
+    forced = triggers.fired and triggers.clean_at_once  # age does not matter in this pass
     for f in candidates:
+        expired = now_ms >= f.identity.mtime_ms + reserved_ms  # upstream: ">=" inclusive
         if stop_reason is not None:
-            decisions.append(_decision(f, Verdict.KEEP, stop_reason))
+            # Kept without a look at its size: say why it would not go on its own first
+            # (too young), and what stopped the pass only for a file that would have gone.
+            reason = stop_reason
+            if stop_reason is not Reason.STORE_ERROR and not expired and not forced:
+                reason = Reason.NOT_EXPIRED
+            decisions.append(_decision(f, Verdict.KEEP, reason))
             continue
         if f.identity.size != settings.store.mapped_file_size_commitlog:
             detail = f"size {f.identity.size} != mappedFileSizeCommitLog"
             decisions.append(_decision(f, Verdict.KEEP, Reason.BAD_SIZE, detail))
             stop_reason = Reason.AFTER_FIRST_KEPT
             continue
-        expired = now_ms >= f.identity.mtime_ms + reserved_ms  # upstream: ">=" inclusive
         if expired or triggers.clean_at_once:
             reason = pass_reason if expired else Reason.FORCED_OVER_CLEAN_FORCIBLY_RATIO
             decisions.append(_decision(f, Verdict.DELETE, reason))
@@ -109,6 +115,11 @@ def plan_commitlog(
         decisions=tuple(decisions),
         min_offset_before=files[0].start_offset if files else -1,
         min_offset_after=first_kept_offset(decisions),
+        reserved_ms=reserved_ms,
+        next_window_ms=(
+            None if triggers.fired or triggers.error else next_delete_window(settings, now_ms)
+        ),
+        zone=settings.daemon.timezone,
     )
 
 

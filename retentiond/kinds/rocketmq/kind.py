@@ -53,6 +53,7 @@ from retentiond.kinds.rocketmq.snapshot import Snapshot
 from retentiond.kinds.rocketmq.triggers import evaluate, hour_of_day
 from retentiond.kinds.rocketmq.voice import RocketMQVoice
 from retentiond.reasons import DELETE_REASONS, FORCED_REASONS, Kind, Reason, Verdict
+from retentiond.text.units import zone_name
 
 BELOW = Reason.BELOW_COMMITLOG_MIN_OFFSET
 
@@ -242,7 +243,7 @@ class RocketMQ(RocketMQVoice):
                 scancache.trim_heap()
         return Plan(
             now_ms=rnd.now_ms,
-            timezone=s.daemon.timezone or "local",
+            timezone=zone_name(s.daemon.timezone),
             config_hash=s.config_hash,
             store_root=snapshot.root,
             commitlog=cl,

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime, timedelta
 from enum import StrEnum
 from zoneinfo import ZoneInfo
 
@@ -39,6 +39,29 @@ def hour_of_day(now_ms: int, timezone: str | None) -> int:
     if timezone is None:
         return time.localtime(now_ms / 1000).tm_hour
     return datetime.fromtimestamp(now_ms / 1000, ZoneInfo(timezone)).hour
+
+
+def next_delete_window(settings: Settings[RocketMQStore], now_ms: int) -> int | None:
+    """When the next delete hour starts (epoch ms): the start of the first hour of
+    ``deleteWhen``, in the configured zone, at or after the hour holding ``now_ms`` (inside a
+    delete hour, that hour's start). None when no hour is configured."""
+    hours = set(settings.store.delete_hours)
+    if not hours:
+        return None
+    tz = settings.daemon.timezone
+    zone = ZoneInfo(tz) if tz else None
+    now = (
+        datetime.fromtimestamp(now_ms / 1000, zone)
+        if zone
+        else datetime.fromtimestamp(now_ms / 1000).astimezone()
+    )
+    start = now.replace(minute=0, second=0, microsecond=0).astimezone(UTC)
+    for _ in range(50):  # a day, and a DST change
+        local = start.astimezone(zone) if zone else start.astimezone()
+        if local.hour in hours:
+            return int(start.timestamp() * 1000)
+        start += timedelta(hours=1)  # absolute time: a DST change moves the local hour
+    return None
 
 
 def is_time_to_delete(settings: Settings[RocketMQStore], now_ms: int) -> bool:
