@@ -27,3 +27,18 @@ def human_age(ms: int | None) -> str:
     if h:
         return f"{sign}{h}h{m:02d}m"
     return f"{sign}{m}m{s % 60:02d}s"
+
+
+_UNITS = {"": 1, "b": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
+
+
+def parse_bytes(text: str) -> int:
+    """``50GiB``, ``512 MiB``, ``10G``, ``4096``: a size in bytes (binary units, any case;
+    ``KiB``/``K`` alike). ValueError for anything else, or a negative size."""
+    s = text.strip().lower().replace(" ", "")
+    digits = len(s) - len(s.lstrip("0123456789."))
+    number, unit = s[:digits], s[digits:]
+    unit = unit.removesuffix("ib").removesuffix("b") if unit not in ("b",) else ""
+    if unit not in _UNITS or not number or number.count(".") > 1 or number == ".":
+        raise ValueError(f"{text!r} is not a size (say 50GiB, 512MiB or a number of bytes)")
+    return int(float(number) * _UNITS[unit])

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -71,7 +72,18 @@ _INT_MIN, _INT_MAX = -(2**31), 2**31 - 1
 _LONG_MIN, _LONG_MAX = -(2**63), 2**63 - 1
 _T = TypeVar("_T")
 # retentiond's own Kafka keys (dotted, prefix ``retentiond.``)
-OWN_KEYS = ("kafka.topicOverrides", "kafka.unknownTopics", "kafka.timeIndexCompat")
+OWN_KEYS = (
+    "kafka.topicOverrides",
+    "kafka.unknownTopics",
+    "kafka.timeIndexCompat",
+    "kafka.removeOrphans",
+    "kafka.removeStray",
+    "kafka.rescue.minRetentionMs",
+    "kafka.rescue.protectTopics",
+)
+# `retentiond rescue --beyond-retention` never takes a segment holding the newest hour
+DEFAULT_RESCUE_MIN_RETENTION_MS = 3_600_000
+_TOPIC_GLOB = re.compile(r"[a-zA-Z0-9._*-]+")
 
 
 def is_kafka_keys(keys: object) -> bool:
@@ -304,6 +316,10 @@ class KafkaServer:
     topic_overrides: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
     unknown_topics: str = UNKNOWN_TOPICS_KEEP
     time_index_compat: bool = False  # retentiond.kafka.timeIndexCompat (policy, §4.3)
+    remove_orphans: bool = False  # retentiond.kafka.removeOrphans
+    remove_stray: bool = False  # retentiond.kafka.removeStray
+    rescue_min_retention_ms: int = DEFAULT_RESCUE_MIN_RETENTION_MS
+    rescue_protect_topics: tuple[str, ...] = ()  # exact names or * globs
     defaults: TopicConfig = field(default_factory=TopicConfig)  # a topic without overrides
     log_dirs_key: str = "log.dirs"  # the key the file wrote the log dirs with
     # the journal's and the metrics' labels: ``kafka-<node.id>`` and meta.properties' cluster.id
@@ -351,7 +367,27 @@ class KafkaServer:
             },
             "retentiond.kafka.unknownTopics": self.unknown_topics,
             "retentiond.kafka.timeIndexCompat": self.time_index_compat,
+            # the leftover and rescue keys only when set otherwise than by default, so that
+            # the configuration hash of a file that does not use them stays what it was
+            **{k: v for k, v, default in self._leftover_keys() if v != default},
         }
+
+    def _leftover_keys(self) -> list[tuple[str, object, object]]:
+        return [
+            ("retentiond.kafka.removeOrphans", self.remove_orphans, False),
+            ("retentiond.kafka.removeStray", self.remove_stray, False),
+            (
+                "retentiond.kafka.rescue.minRetentionMs",
+                self.rescue_min_retention_ms,
+                DEFAULT_RESCUE_MIN_RETENTION_MS,
+            ),
+            ("retentiond.kafka.rescue.protectTopics", list(self.rescue_protect_topics), []),
+        ]
+
+    def protected(self, topic: str) -> bool:
+        """``topic`` is named by ``retentiond.kafka.rescue.protectTopics`` (exactly or by a
+        ``*`` glob): rescue never takes a segment of it beyond the configured retention."""
+        return any(_glob_match(pattern, topic) for pattern in self.rescue_protect_topics)
 
     def as_dict(self) -> dict[str, object]:
         """Its part of the canonical form (the config hash): the kind, its keys, its names."""
@@ -386,6 +422,27 @@ class KafkaServer:
         except ValueError:
             return None
         return base if self.unknown_topics == UNKNOWN_TOPICS_BROKER_DEFAULTS else None
+
+
+def _glob_match(pattern: str, topic: str) -> bool:
+    """An item of a topic list: an exact name, or ``*`` standing for any run of characters
+    (``?`` and brackets cannot occur in a topic name and mean nothing here)."""
+    if "*" not in pattern:
+        return pattern == topic
+    regex = ".*".join(re.escape(part) for part in pattern.split("*"))
+    return re.fullmatch(regex, topic) is not None
+
+
+def _topic_list(key: str, raw: str) -> tuple[str, ...]:
+    """A list of topics: comma-separated (a YAML list arrives joined the same way), each an
+    exact name or a ``*`` glob of the characters a topic name may hold."""
+    items = tuple(item.strip() for item in raw.split(",") if item.strip())
+    for item in items:
+        if not _TOPIC_GLOB.fullmatch(item):
+            raise _Refused(
+                key, raw, f"{item!r} is neither a topic name nor a * glob of one ([a-zA-Z0-9._-])"
+            )
+    return items
 
 
 KafkaServerConfig = KafkaServer  # the name the kind's modules and tests know it by
@@ -524,6 +581,25 @@ def read_server(props: Mapping[str, str], path: str) -> KafkaServer:
     compat = check(
         _bool, "retentiond.kafka.timeIndexCompat", own.get("kafka.timeIndexCompat", "false")
     )
+    remove_orphans = check(
+        _bool, "retentiond.kafka.removeOrphans", own.get("kafka.removeOrphans", "false")
+    )
+    remove_stray = check(
+        _bool, "retentiond.kafka.removeStray", own.get("kafka.removeStray", "false")
+    )
+    floor = check(
+        _num,
+        "retentiond.kafka.rescue.minRetentionMs",
+        own.get("kafka.rescue.minRetentionMs", str(DEFAULT_RESCUE_MIN_RETENTION_MS)),
+        _LONG_MIN,
+        _LONG_MAX,
+        0,
+    )
+    protect = check(
+        _topic_list,
+        "retentiond.kafka.rescue.protectTopics",
+        own.get("kafka.rescue.protectTopics", ""),
+    )
     overrides: dict[str, dict[str, str]] = {}
     if "kafka.topicOverrides" in own:
         ov_path = own["kafka.topicOverrides"]
@@ -552,6 +628,10 @@ def read_server(props: Mapping[str, str], path: str) -> KafkaServer:
         topic_overrides=overrides,
         unknown_topics=unknown,
         time_index_compat=bool(compat),
+        remove_orphans=bool(remove_orphans),
+        remove_stray=bool(remove_stray),
+        rescue_min_retention_ms=(DEFAULT_RESCUE_MIN_RETENTION_MS if floor is None else floor),
+        rescue_protect_topics=protect or (),
         defaults=broker_topic_defaults(broker_props, path),
         log_dirs_key=key,
     )
