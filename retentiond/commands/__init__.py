@@ -94,8 +94,8 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
     """The parser, with only the named command's group when ``argv`` names a known one."""
     parser = argparse.ArgumentParser(
         prog="retentiond",
-        description="Retention daemon for RocketMQ stores: deletes what the broker's own "
-        "cleaner would, safely, from outside the broker.",
+        description="Retention daemon for RocketMQ stores and Kafka log dirs: deletes what "
+        "the broker's own retention would, safely, from outside the broker.",
     )
     parser.add_argument("--version", action="version", version=f"retentiond {__version__}")
     _add_global_options(parser, defaults=True)

@@ -47,6 +47,9 @@ from retentiond.kinds.kafka.voice import KafkaVoice
 from retentiond.reasons import KAFKA_DELETE_REASONS, KAFKA_DIR_REASONS, FileKind, Kind, Reason
 from retentiond.text.units import human_bytes
 
+DISK_WARNING_RATIO = 0.90  # retentiond.kafka.diskWarningRatio's default
+DISK_STATES = ("ok", "warning_level")  # RocketMQ's over_max_ratio and clean_forcibly: never
+
 
 @dataclass(frozen=True)
 class _NoHolds:
@@ -79,6 +82,10 @@ class Kafka(KafkaVoice):
         *((Kind.KAFKA_SEGMENT, r) for r in sorted(KAFKA_DELETE_REASONS)),
         *((Kind.PARTITION_DIR, r) for r in sorted(KAFKA_DIR_REASONS)),
     )
+    # The used ratio of a log dir's filesystem above which its disk is at the warning level
+    # (``retentiond_disk_state{state="warning_level"}``). Kafka has no such setting of its
+    # own: a broker writes until the disk is full and then takes the log dir offline.
+    disk_warning_ratio: float = DISK_WARNING_RATIO
 
     # Kafka's main class in ZooKeeper and KRaft mode alike.
     brokers: tuple[BrokerMain, ...] = (
@@ -509,7 +516,22 @@ class Kafka(KafkaVoice):
         )
 
     def disk_figures(self, settings: Settings[StoreSection], now_ms: int) -> DiskFigures:
-        return DiskFigures(tuple(("log_dir", measure_path(d)) for d in self.server.log_dirs))
+        """Each log dir's filesystem, and the disk state: ``warning_level`` when one of them is
+        above ``disk_warning_ratio`` (as RocketMQ's warning level, strictly above), ``ok`` when
+        every one was measured and none is, no state at all while a dir cannot be measured
+        and none is above (a dir we cannot see is never called ok)."""
+        paths = tuple(("log_dir", measure_path(d)) for d in self.server.log_dirs)
+        ratios = [u.ratio for _, u in paths]
+        limit = self.disk_warning_ratio
+        if any(r is not None and r > limit for r in ratios):
+            state: str | None = "warning_level"
+        elif all(r is not None for r in ratios):
+            state = "ok"
+        else:
+            state = None
+        return DiskFigures(
+            paths, state=state, states=DISK_STATES, thresholds=(("warning_level", limit),)
+        )
 
     def phases_succeeded(self, plan: KafkaPlan) -> tuple[str, ...]:
         return () if plan.errors else self.phases
