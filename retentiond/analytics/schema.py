@@ -19,7 +19,7 @@ from pyspark.sql.types import (
     StructType,
 )
 
-SUPPORTED_SCHEMA_VERSION = 3  # 3: Kafka partition_dir, rescue reasons (docs/journal.md)
+SUPPORTED_SCHEMA_VERSION = 4  # 2: unlink_refused; 3: `loss`; 4: Kafka partition_dir, rescue
 
 
 def _f(name: str, kind: object) -> StructField:

@@ -11,6 +11,7 @@ from collections.abc import Mapping
 from typing import Any, cast
 
 from retentiond.config import metrics
+from retentiond.config.guard import GUARD_KEYS
 from retentiond.config.keys import ConfigKey, Kind
 from retentiond.config.settings import (
     DEFAULT_INITIAL_DELAY_MS,
@@ -188,6 +189,7 @@ DAEMON_KEYS: tuple[ConfigKey, ...] = (
         default_doc="none",
         nullable=True,
     ),
+    *GUARD_KEYS,
 )
 
 # Keys that name *which* journal and socket this process serves, and the /metrics server

@@ -50,6 +50,12 @@ class DaemonSettings:
     metrics_tls_key_file: Path | None = None
     metrics_basic_auth_username: str | None = None
     metrics_basic_auth_password_file: Path | None = None
+    # What a deletion loses (config/guard.py): report only, or keep such files.
+    guard_unconsumed: str = "report"
+    guard_timers: str = "report"
+    guard_ignore_groups: tuple[str, ...] = ()
+    guard_stale_after_ms: int = 7 * 86_400_000
+    guard_top_groups: int = 20
 
 
 class StoreSection(Protocol):

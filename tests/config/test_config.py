@@ -1029,6 +1029,10 @@ def _changed_value(spec: ConfigKey) -> str:
         "retentiond.journal.maxSegmentAge": "60000",
         "retentiond.ship.target": "/fleet",
         "retentiond.ship.interval": "60000",
+        "retentiond.guard.unconsumed": "keep",
+        "retentiond.guard.timers": "keep",
+        "retentiond.guard.ignoreGroups": "[g1]",
+        "retentiond.guard.staleAfter": "1d",
     }.get(spec.key, "3")
 
 

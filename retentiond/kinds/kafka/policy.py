@@ -384,6 +384,7 @@ def _plan(
                     topic,
                     partition,
                     detail,
+                    None,  # loss
                 ),
             )
         )
@@ -405,6 +406,7 @@ def _plan(
                     topic,
                     partition,
                     first[1],
+                    None,  # loss
                 ),
             )
         )
@@ -449,6 +451,7 @@ def _plan(
                         topic,
                         partition,
                         detail,
+                        None,  # loss
                     ),
                 )
 
@@ -458,7 +461,7 @@ def _plan(
 
 
 _SEGMENT = Kind.KAFKA_SEGMENT
-# a Decision from its ten fields without NamedTuple's Python-level __new__ (200,000 a plan)
+# a Decision from its eleven fields without NamedTuple's Python-level __new__ (200,000 a plan)
 _new_tuple = tuple.__new__
 _KEEP = Verdict.KEEP
 _DELETE = Verdict.DELETE

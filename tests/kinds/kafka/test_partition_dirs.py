@@ -103,7 +103,7 @@ def test_once_removes_what_the_config_allows_journaled_first(tmp_path: Path) -> 
     }
     for r in deletions:
         assert r["id"] in intents and intents[r["id"]]["bytes"] == r["bytes"]
-        assert r["schema_version"] == 3 and "rescue" not in r
+        assert r["schema_version"] == 4 and "rescue" not in r
 
 
 def test_nothing_is_removed_while_a_broker_holds_the_lock(tmp_path: Path) -> None:
