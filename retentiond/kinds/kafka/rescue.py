@@ -314,6 +314,10 @@ def select(
     return Selection(groups, partitions, leftovers)
 
 
+def _ratio(value: float | None) -> str:
+    return "unknown" if value is None else f"{value:.2f}"
+
+
 def report_lines(
     selection: Selection, request: RescueRequest, *, dry_run: bool
 ) -> tuple[list[str], bool]:
@@ -330,7 +334,7 @@ def report_lines(
     for g in selection.groups:
         before = g.before
         lines.append(
-            f"{', '.join(g.paths)}: used ratio {before.ratio:.2f} "
+            f"{', '.join(g.paths)}: used ratio {_ratio(before.ratio)} "
             f"({human_bytes(before.avail_bytes)} available); target {target}: "
             f"{human_bytes(g.needed)} ({g.needed} bytes) to free"
         )
@@ -370,7 +374,7 @@ def report_lines(
         state = "reached" if reached else "NOT reached"
         short = max(0, g.needed - total)
         line = (
-            f"  target {state}: used ratio {after.ratio:.2f}, "
+            f"  target {state}: used ratio {_ratio(after.ratio)}, "
             f"{human_bytes(after.avail_bytes)} available; {'freed' if real else 'frees'} "
             f"{human_bytes(total)} ({total} bytes) in all"
         )
