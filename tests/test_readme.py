@@ -5,10 +5,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from retentiond.kinds.kafka.config import render_reference_markdown as kafka_reference
 from retentiond.kinds.rocketmq.config import render_reference_markdown
 from retentiond.observe.reference import render_metrics_markdown
 
 README = Path(__file__).resolve().parents[1] / "README.md"
+KAFKA_DOC = README.parent / "docs" / "kafka.md"
 
 
 def test_config_reference_in_readme_matches_schema():
@@ -18,6 +20,17 @@ def test_config_reference_in_readme_matches_schema():
     end = text.index("<!-- config-reference:end -->")
     assert text[start:end].strip() == render_reference_markdown().strip(), (
         "regenerate the table: python -c 'from retentiond.kinds.rocketmq.config import "
+        "render_reference_markdown as r; print(r())'"
+    )
+
+
+def test_kafka_config_reference_in_docs_matches_its_keys():
+    text = KAFKA_DOC.read_text()
+    start = text.index("<!-- kafka-config-reference:start")
+    start = text.index("\n", start) + 1
+    end = text.index("<!-- kafka-config-reference:end -->")
+    assert text[start:end].strip() == kafka_reference().strip(), (
+        "regenerate the table: python -c 'from retentiond.kinds.kafka.config import "
         "render_reference_markdown as r; print(r())'"
     )
 

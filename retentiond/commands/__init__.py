@@ -25,6 +25,7 @@ GROUPS = (
     "rounds",
     "rescue",
     "store",
+    "config",
     "daemon",
     "ship",
     "journal",
@@ -36,6 +37,7 @@ _GROUP_OF = {
     "rescue": "rescue",
     "check-config": "store",
     "gen-store": "store",
+    "config": "config",
     "run": "daemon",
     "trigger-delete": "daemon",
     "status": "daemon",
@@ -109,4 +111,8 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
         importlib.import_module(f"retentiond.commands.{name}").register(sub)
     for command_parser in sub.choices.values():
         _add_global_options(command_parser, defaults=False)
+        for action in command_parser._actions:  # a command's own commands (`config show`)
+            if isinstance(action, argparse._SubParsersAction):
+                for nested in action.choices.values():
+                    _add_global_options(nested, defaults=False)
     return parser

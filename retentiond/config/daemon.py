@@ -36,6 +36,16 @@ DAEMON_NAMESPACE = "retentiond"
 
 DAEMON_KEYS: tuple[ConfigKey, ...] = (
     ConfigKey(
+        "retentiond.cluster",
+        "daemon.cluster",
+        Kind.TEXT,
+        "A human name for the cluster: the `cluster` label of every metric series, the "
+        "journal's origin, `status` and the shipped layout's `cluster=` directory.",
+        default=None,
+        default_doc="the cluster name the store's own configuration gives",
+        nullable=True,
+    ),
+    ConfigKey(
         "retentiond.timezone",
         "daemon.timezone",
         Kind.ZONE,
@@ -200,6 +210,7 @@ DAEMON_KEYS: tuple[ConfigKey, ...] = (
 RESTART_KEYS = frozenset(
     {
         "store.kind",
+        "retentiond.cluster",
         "retentiond.journal.dir",
         "retentiond.controlSocket",
         "retentiond.metrics.listen",

@@ -14,6 +14,7 @@ from retentiond.daemon.state import DaemonState
 from retentiond.engine.cleaner import Cleaner
 from retentiond.journal.writer import Journal, Origin
 from retentiond.kinds import kind_for, load_settings
+from retentiond.kinds.kafka.config import kafka_of
 from retentiond.kinds.kafka.kind import DISK_WARNING_RATIO
 from retentiond.observe.metrics import RetentionMetrics
 from tests.conftest import Tmpfs
@@ -23,9 +24,9 @@ BASE = {"cluster": "kafkawire-test", "broker": "3"}
 
 
 class KafkaRig:
-    def __init__(self, tmp: Path, log_dir: Path) -> None:
+    def __init__(self, tmp: Path, log_dir: Path, **keys: str) -> None:
         build_log_dir(log_dir, int(time.time() * 1000))
-        config = write_config(tmp, [log_dir])
+        config = write_config(tmp, [log_dir], **keys)
         self.settings = load_settings(config)
         kind = kind_for(self.settings)
         self.journal = Journal(tmp / "journal", Origin("c", "b", "host", str(log_dir)))
@@ -76,6 +77,24 @@ def test_a_log_dir_exports_its_ratio_the_warning_threshold_and_two_states(
 
         tmpfs.fill_to(0.95)
         assert next(iter(rig.samples("retentiond_disk_used_ratio").values())) > 0.9
+        at_warning = {(("state", "ok"),): 0.0, (("state", "warning_level"),): 1.0}
+        assert rig.samples("retentiond_disk_state") == at_warning
+    finally:
+        rig.journal.close()
+
+
+def test_the_warning_level_is_retentiond_kafka_disk_warning_ratio(
+    tmp_path: Path, tmpfs: Tmpfs
+) -> None:
+    log_dir = tmpfs.path / "kafka-logs"
+    rig = KafkaRig(tmp_path, log_dir, **{"retentiond.kafka.diskWarningRatio": "0.4"})
+    try:
+        assert kafka_of(rig.settings).store.disk_warning_ratio == 0.4
+        tmpfs.fill_to(0.5)
+        assert 0.5 <= next(iter(rig.samples("retentiond_disk_used_ratio").values())) < 0.6
+        assert rig.samples("retentiond_disk_threshold_ratio") == {
+            (("state", "warning_level"),): 0.4
+        }
         at_warning = {(("state", "ok"),): 0.0, (("state", "warning_level"),): 1.0}
         assert rig.samples("retentiond_disk_state") == at_warning
     finally:

@@ -28,7 +28,12 @@ from retentiond.engine.rescue import RescueReport, RescueRequest
 from retentiond.engine.runs import Run
 from retentiond.journal.rollup import IdleView
 from retentiond.kinds.kafka import formats as fm
-from retentiond.kinds.kafka.config import KafkaServer, broker_retention, kafka_of
+from retentiond.kinds.kafka.config import (
+    DEFAULT_DISK_WARNING_RATIO,
+    KafkaServer,
+    broker_retention,
+    kafka_of,
+)
 from retentiond.kinds.kafka.leftovers import is_orphan, plan_leftover, remove_partition_dir
 from retentiond.kinds.kafka.metadata import METADATA_PARTITION_DIR, MetadataError, read_metadata
 from retentiond.kinds.kafka.offline import (
@@ -47,7 +52,7 @@ from retentiond.kinds.kafka.voice import KafkaVoice
 from retentiond.reasons import KAFKA_DELETE_REASONS, KAFKA_DIR_REASONS, FileKind, Kind, Reason
 from retentiond.text.units import human_bytes
 
-DISK_WARNING_RATIO = 0.90  # retentiond.kafka.diskWarningRatio's default
+DISK_WARNING_RATIO = DEFAULT_DISK_WARNING_RATIO  # retentiond.kafka.diskWarningRatio's default
 DISK_STATES = ("ok", "warning_level")  # RocketMQ's over_max_ratio and clean_forcibly: never
 
 
@@ -82,11 +87,6 @@ class Kafka(KafkaVoice):
         *((Kind.KAFKA_SEGMENT, r) for r in sorted(KAFKA_DELETE_REASONS)),
         *((Kind.PARTITION_DIR, r) for r in sorted(KAFKA_DIR_REASONS)),
     )
-    # The used ratio of a log dir's filesystem above which its disk is at the warning level
-    # (``retentiond_disk_state{state="warning_level"}``). Kafka has no such setting of its
-    # own: a broker writes until the disk is full and then takes the log dir offline.
-    disk_warning_ratio: float = DISK_WARNING_RATIO
-
     # Kafka's main class in ZooKeeper and KRaft mode alike.
     brokers: tuple[BrokerMain, ...] = (
         BrokerMain("kafka", "a Kafka broker (kafka.Kafka)", classes=frozenset({"kafka.Kafka"})),
@@ -107,6 +107,13 @@ class Kafka(KafkaVoice):
         change while running (``log.dirs`` is a restart key), so the locks stay."""
         self.settings = kafka_of(settings)
         self.server = self.settings.store
+
+    @property
+    def disk_warning_ratio(self) -> float:
+        """The used ratio of a log dir's filesystem above which its disk is at the warning
+        level (``retentiond_disk_state{state="warning_level"}``):
+        ``retentiond.kafka.diskWarningRatio``."""
+        return self.server.disk_warning_ratio
 
     # ---- where its files are ------------------------------------------------------------
     def directories(self) -> tuple[str, ...]:
