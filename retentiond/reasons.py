@@ -19,8 +19,10 @@ from typing import TypeAlias, TypeVar
 
 # 2: reason unlink_refused; the Kafka file kind and its reasons. 3: the deletion's loss; keep
 # reasons unconsumed and pending_timer. 4: one plan envelope for every kind; not_expired for
-# every kept file younger than its retention; plans say when (docs/journal.md keeps the table)
-SCHEMA_VERSION = 4
+# every kept file younger than its retention; plans say when. 5: Kafka leftovers and rescue:
+# file kind partition_dir; reasons delete_dir_leftover, orphan_partition, stray_partition,
+# rescue_beyond_retention; "rescue": true on records (docs/journal.md keeps the table)
+SCHEMA_VERSION = 5
 
 
 class Kind(StrEnum):
@@ -30,6 +32,7 @@ class Kind(StrEnum):
     CONSUMEQUEUE = "consumequeue"
     INDEX = "index"
     KAFKA_SEGMENT = "kafka_segment"  # a Kafka segment: its .log and companions go together
+    PARTITION_DIR = "partition_dir"  # a whole Kafka partition dir (a leftover), with its files
 
 
 class Verdict(StrEnum):
@@ -67,6 +70,12 @@ class Reason(StrEnum):
     LOG_START_OFFSET_BREACH = "log_start_offset_breach"  # wholly below the log start offset
     RETENTION_BYTES_BREACH = "retention_bytes_breach"  # partition over retention.bytes
     RETENTION_MS_BREACH = "retention_ms_breach"  # largest timestamp older than retention.ms
+    # `retentiond rescue --beyond-retention`: oldest first past the configured retention
+    RESCUE_BEYOND_RETENTION = "rescue_beyond_retention"
+    # Kafka partition dirs (file kind partition_dir); also the keep reason of one not removed
+    DELETE_DIR_LEFTOVER = "delete_dir_leftover"  # a -delete dir past file.delete.delay.ms
+    ORPHAN_PARTITION = "orphan_partition"  # its topic id is no longer in the metadata log
+    STRAY_PARTITION = "stray_partition"  # a -stray dir (KRaft never deletes them)
     # Kafka: reasons to keep.
     WITHIN_RETENTION = "within_retention"  # no pass's predicate holds for it
     ABOVE_HIGH_WATERMARK = "above_high_watermark"  # holds offsets at or above the HW
@@ -94,7 +103,16 @@ DELETE_REASONS = frozenset(
 
 # The Kafka kind's reasons to delete (kept apart until the journal docs and metrics list them).
 KAFKA_DELETE_REASONS = frozenset(
-    {Reason.LOG_START_OFFSET_BREACH, Reason.RETENTION_BYTES_BREACH, Reason.RETENTION_MS_BREACH}
+    {
+        Reason.LOG_START_OFFSET_BREACH,
+        Reason.RETENTION_BYTES_BREACH,
+        Reason.RETENTION_MS_BREACH,
+        Reason.RESCUE_BEYOND_RETENTION,
+    }
+)
+# The reasons a whole Kafka partition dir (file kind partition_dir) is removed for.
+KAFKA_DIR_REASONS = frozenset(
+    {Reason.DELETE_DIR_LEFTOVER, Reason.ORPHAN_PARTITION, Reason.STRAY_PARTITION}
 )
 
 

@@ -21,8 +21,9 @@ from pyspark.sql.types import (
 
 # Records of every version up to this one are read (docs/journal.md, "Versioning"): 2 added
 # the keep reason unlink_refused; 3 the deletion's `loss`; 4 changed only plans and the kept
-# files' reasons, so its records read as version 3's.
-SUPPORTED_SCHEMA_VERSION = 4
+# files' reasons, so its records read as version 3's; 5 the Kafka partition_dir file kind and
+# the rescue's reasons and `rescue` field.
+SUPPORTED_SCHEMA_VERSION = 5
 
 
 def _f(name: str, kind: object) -> StructField:

@@ -23,6 +23,7 @@ from retentiond import __version__
 
 GROUPS = (
     "rounds",
+    "rescue",
     "store",
     "config",
     "daemon",
@@ -33,6 +34,7 @@ GROUPS = (
 _GROUP_OF = {
     "once": "rounds",
     "plan": "rounds",
+    "rescue": "rescue",
     "check-config": "store",
     "gen-store": "store",
     "config": "config",

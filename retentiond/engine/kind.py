@@ -31,7 +31,7 @@ from __future__ import annotations
 import os
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
-from typing import Any, Protocol, TypeAlias, TypeVar
+from typing import Any, Protocol, TypeAlias, TypeVar, runtime_checkable
 
 from retentiond.config.settings import Settings, StoreSection
 from retentiond.engine.decision import Decision
@@ -370,6 +370,19 @@ class StoreKind(KindVoice, Protocol[SnapshotT, PlanT]):
 
     def journal_fields(self, decision: Decision, now_ms: int) -> dict[str, object]:
         """The kind's part of an ``intent``/``deletion`` record (``forced`` at least)."""
+        ...
+
+
+@runtime_checkable
+class RemovesDirectories(Protocol):
+    """A kind some of whose deletions are whole directories (Kafka: leftover partition
+    dirs). For such a decision the executor re-checks the directory's inode, device and
+    mtime (its entries unchanged; the decision's ``identity.size`` is the kind's total of the
+    files under it), journals the intent, then has the kind remove it."""
+
+    def remove_directory(self, decision: Decision, parent_fd: int, name: str) -> int:
+        """Remove the directory ``name`` under ``parent_fd`` (from ``open_parent``); the
+        bytes freed. Raises OSError when it could not, leaving what it did not remove."""
         ...
 
 

@@ -63,3 +63,18 @@ def human_time(ms: int | None, configured: str | None) -> str:
 def iso_time(ms: int, configured: str | None) -> str:
     """The same time as ISO 8601 with its UTC offset, to the second."""
     return _in_zone(ms, configured).isoformat(timespec="seconds")
+
+
+_UNITS = {"": 1, "b": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
+
+
+def parse_bytes(text: str) -> int:
+    """``50GiB``, ``512 MiB``, ``10G``, ``4096``: a size in bytes (binary units, any case;
+    ``KiB``/``K`` alike). ValueError for anything else, or a negative size."""
+    s = text.strip().lower().replace(" ", "")
+    digits = len(s) - len(s.lstrip("0123456789."))
+    number, unit = s[:digits], s[digits:]
+    unit = unit.removesuffix("ib").removesuffix("b") if unit not in ("b",) else ""
+    if unit not in _UNITS or not number or number.count(".") > 1 or number == ".":
+        raise ValueError(f"{text!r} is not a size (say 50GiB, 512MiB or a number of bytes)")
+    return int(float(number) * _UNITS[unit])

@@ -107,3 +107,37 @@ def test_clients_find_the_socket_of_the_unit_from_the_config_path() -> None:
     daemon_side = control.default_socket_path(config, {"RUNTIME_DIRECTORY": runtime})
     assert daemon_side == Path(runtime) / "control.sock"
     assert daemon_side in control.client_socket_paths(config, None, {})
+
+
+def _settings(unit: str) -> dict[str, list[str]]:
+    out: dict[str, list[str]] = {}
+    for line in (UNITS / unit).read_text().splitlines():
+        if "=" in line and not line.startswith("#"):
+            key, value = line.split("=", 1)
+            out.setdefault(key, []).append(value)
+    return out
+
+
+def test_the_kafka_rescue_runs_once_before_the_broker() -> None:
+    """Enabled for a broker, the rescue is a oneshot ordered before the broker's unit and
+    wanted by it; a broker already up (exit 8: it holds the lock) is no failure."""
+    s = _settings("retentiond-kafka-rescue@.service")
+    assert s["Type"] == ["oneshot"]
+    assert "kafka@%i.service" in s["Before"][0].split()
+    assert s["WantedBy"] == ["kafka@%i.service"]
+    [exec_start] = s["ExecStart"]
+    assert " rescue --config /etc/retentiond/%i.properties $RESCUE_ARGS" in exec_start
+    assert s["SuccessExitStatus"] == ["8"]
+    assert "--target-ratio" in s["Environment"][0]
+    assert "--beyond-retention" not in s["Environment"][0]  # never by default
+
+
+def test_the_kafka_daemon_unit_beside_the_rocketmq_template() -> None:
+    s = _settings("retentiond-kafka@.service")
+    assert s["Type"] == ["notify"] and s["ExecReload"] == ["/bin/kill -HUP $MAINPID"]
+    assert "run --config /etc/retentiond/%i.properties" in s["ExecStart"][0]
+    assert s["User"] == ["kafka"] and s["After"][-1] == "kafka@%i.service"
+    runtime = "/run/" + s["RuntimeDirectory"][0].replace("%i", "broker-1")
+    config = Path("/etc/retentiond/broker-1.properties")
+    daemon_side = control.default_socket_path(config, {"RUNTIME_DIRECTORY": runtime})
+    assert daemon_side in control.client_socket_paths(config, None, {})

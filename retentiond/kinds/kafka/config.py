@@ -32,6 +32,7 @@ from retentiond.config.keys import (
     ConfigKey,
     Format,
     Invalid,
+    Kind,
     ValueType,
     closest_key,
     java_trim,
@@ -78,6 +79,9 @@ DEFAULT_LOG_DIR = "/tmp/kafka-logs"  # Kafka's log.dir default
 # (retentiond.kafka.diskWarningRatio). Kafka has no such setting of its own: a broker writes
 # until the disk is full and then takes the log dir offline.
 DEFAULT_DISK_WARNING_RATIO = 0.90
+# `retentiond rescue --beyond-retention` never takes a segment holding the newest hour
+DEFAULT_RESCUE_MIN_RETENTION_MS = 3_600_000
+_TOPIC_GLOB = re.compile(r"[a-zA-Z0-9._*-]+")
 # How long a refused unlink waits at most before it is tried again (the engine's backoff).
 RETRY_INTERVAL_MS = 120_000
 # A reload may not change which log dirs (their locks are taken once) nor which broker (the
@@ -137,6 +141,20 @@ UNKNOWN_TOPICS = ValueType(
     _fixed(f"`{UNKNOWN_TOPICS_KEEP}` / `{UNKNOWN_TOPICS_BROKER_DEFAULTS}`"),
 )
 BOOL = ValueType("boolean", _coerce_bool, _fixed("`true` / `false`"))
+
+
+def _coerce_topic_list(spec: ConfigKey, raw: object, fmt: Format) -> tuple[str, ...]:
+    try:
+        return _topic_list(spec.key, str(raw))
+    except _Refused as e:
+        raise Invalid(e.message) from None
+
+
+TOPIC_LIST = ValueType(
+    "list of topics",
+    _coerce_topic_list,
+    _fixed("comma-separated (a YAML list in YAML); exact names or `*` globs"),
+)
 RATIO = ValueType("fraction", _coerce_ratio, _fixed("greater than 0, at most 1"))
 
 # retentiond's own Kafka keys (written dotted in server.properties, nested in YAML).
@@ -177,6 +195,40 @@ KAFKA_KEYS: tuple[ConfigKey, ...] = (
         "offline).",
         default=DEFAULT_DISK_WARNING_RATIO,
         unit="fraction of disk",
+    ),
+    ConfigKey(
+        "retentiond.kafka.removeOrphans",
+        "remove_orphans",
+        BOOL,
+        "Remove a partition dir whose topic id (its `partition.metadata`) the metadata log no "
+        "longer has; otherwise it is reported with its bytes (`orphan_partition`) and kept.",
+        default=False,
+    ),
+    ConfigKey(
+        "retentiond.kafka.removeStray",
+        "remove_stray",
+        BOOL,
+        "Remove `-stray` dirs (Kafka renames stray replicas and never deletes them); otherwise "
+        "they are reported with their bytes (`stray_partition`) and kept.",
+        default=False,
+    ),
+    ConfigKey(
+        "retentiond.kafka.rescue.minRetentionMs",
+        "rescue_min_retention_ms",
+        Kind.INT,
+        "`rescue --beyond-retention` never takes a segment holding a record younger than this.",
+        default=DEFAULT_RESCUE_MIN_RETENTION_MS,
+        unit="ms",
+        minimum=0,
+        java_type="long",
+    ),
+    ConfigKey(
+        "retentiond.kafka.rescue.protectTopics",
+        "rescue_protect_topics",
+        TOPIC_LIST,
+        "Topics `rescue --beyond-retention` never takes from (exact names or `*` globs).",
+        default=(),
+        default_doc="none",
     ),
 )
 _KAFKA_KEY = {spec.key: spec for spec in KAFKA_KEYS}
@@ -415,6 +467,10 @@ class KafkaServer:
     unknown_topics: str = UNKNOWN_TOPICS_KEEP
     time_index_compat: bool = False  # retentiond.kafka.timeIndexCompat (policy, §4.3)
     disk_warning_ratio: float = DEFAULT_DISK_WARNING_RATIO  # retentiond.kafka.diskWarningRatio
+    remove_orphans: bool = False  # retentiond.kafka.removeOrphans
+    remove_stray: bool = False  # retentiond.kafka.removeStray
+    rescue_min_retention_ms: int = DEFAULT_RESCUE_MIN_RETENTION_MS
+    rescue_protect_topics: tuple[str, ...] = ()  # exact names or * globs
     defaults: TopicConfig = field(default_factory=TopicConfig)  # a topic without overrides
     log_dirs_key: str = "log.dirs"  # the key the file wrote the log dirs with
     # the journal's and the metrics' labels: ``kafka-<node.id>`` and meta.properties' cluster.id
@@ -463,7 +519,27 @@ class KafkaServer:
             "retentiond.kafka.unknownTopics": self.unknown_topics,
             "retentiond.kafka.timeIndexCompat": self.time_index_compat,
             "retentiond.kafka.diskWarningRatio": self.disk_warning_ratio,
+            # the leftover and rescue keys only when set otherwise than by default, so that
+            # the configuration hash of a file that does not use them stays what it was
+            **{k: v for k, v, default in self._leftover_keys() if v != default},
         }
+
+    def _leftover_keys(self) -> list[tuple[str, object, object]]:
+        return [
+            ("retentiond.kafka.removeOrphans", self.remove_orphans, False),
+            ("retentiond.kafka.removeStray", self.remove_stray, False),
+            (
+                "retentiond.kafka.rescue.minRetentionMs",
+                self.rescue_min_retention_ms,
+                DEFAULT_RESCUE_MIN_RETENTION_MS,
+            ),
+            ("retentiond.kafka.rescue.protectTopics", list(self.rescue_protect_topics), []),
+        ]
+
+    def protected(self, topic: str) -> bool:
+        """``topic`` is named by ``retentiond.kafka.rescue.protectTopics`` (exactly or by a
+        ``*`` glob): rescue never takes a segment of it beyond the configured retention."""
+        return any(_glob_match(pattern, topic) for pattern in self.rescue_protect_topics)
 
     def as_dict(self) -> dict[str, object]:
         """Its part of the canonical form (the config hash): the kind, its keys, its names.
@@ -503,6 +579,27 @@ class KafkaServer:
         except ValueError:
             return None
         return base if self.unknown_topics == UNKNOWN_TOPICS_BROKER_DEFAULTS else None
+
+
+def _glob_match(pattern: str, topic: str) -> bool:
+    """An item of a topic list: an exact name, or ``*`` standing for any run of characters
+    (``?`` and brackets cannot occur in a topic name and mean nothing here)."""
+    if "*" not in pattern:
+        return pattern == topic
+    regex = ".*".join(re.escape(part) for part in pattern.split("*"))
+    return re.fullmatch(regex, topic) is not None
+
+
+def _topic_list(key: str, raw: str) -> tuple[str, ...]:
+    """A list of topics: comma-separated (a YAML list arrives joined the same way), each an
+    exact name or a ``*`` glob of the characters a topic name may hold."""
+    items = tuple(item.strip() for item in raw.split(",") if item.strip())
+    for item in items:
+        if not _TOPIC_GLOB.fullmatch(item):
+            raise _Refused(
+                key, raw, f"{item!r} is neither a topic name nor a * glob of one ([a-zA-Z0-9._-])"
+            )
+    return items
 
 
 KafkaServerConfig = KafkaServer  # the name the kind's modules and tests know it by
@@ -650,6 +747,10 @@ def read_server(props: Mapping[str, str], path: str) -> KafkaServer:
     unknown = str(own_value("retentiond.kafka.unknownTopics"))
     compat = own_value("retentiond.kafka.timeIndexCompat")
     warning_ratio = own_value("retentiond.kafka.diskWarningRatio")
+    remove_orphans = own_value("retentiond.kafka.removeOrphans")
+    remove_stray = own_value("retentiond.kafka.removeStray")
+    floor = own_value("retentiond.kafka.rescue.minRetentionMs")
+    protect = own_value("retentiond.kafka.rescue.protectTopics")
     overrides: dict[str, dict[str, str]] = {}
     if "kafka.topicOverrides" in own:
         ov_path = own["kafka.topicOverrides"]
@@ -679,6 +780,10 @@ def read_server(props: Mapping[str, str], path: str) -> KafkaServer:
         unknown_topics=unknown,
         time_index_compat=bool(compat),
         disk_warning_ratio=cast(float, warning_ratio),
+        remove_orphans=bool(remove_orphans),
+        remove_stray=bool(remove_stray),
+        rescue_min_retention_ms=cast(int, floor),
+        rescue_protect_topics=cast(tuple[str, ...], protect),
         defaults=broker_topic_defaults(broker_props, path),
         log_dirs_key=key,
     )
@@ -924,6 +1029,10 @@ def shown_keys(file: ConfigFile, settings: Settings[KafkaServer]) -> list[ShownK
         "retentiond.kafka.unknownTopics": server.unknown_topics,
         "retentiond.kafka.timeIndexCompat": server.time_index_compat,
         "retentiond.kafka.diskWarningRatio": server.disk_warning_ratio,
+        "retentiond.kafka.removeOrphans": server.remove_orphans,
+        "retentiond.kafka.removeStray": server.remove_stray,
+        "retentiond.kafka.rescue.minRetentionMs": server.rescue_min_retention_ms,
+        "retentiond.kafka.rescue.protectTopics": list(server.rescue_protect_topics),
     }
     rows += [shown(spec, own[spec.key], lines) for spec in KAFKA_KEYS]
     return rows + daemon_rows(settings.daemon, TABLE.keys, lines)

@@ -13,7 +13,7 @@ rewrite ``log-start-offset-checkpoint`` and release the locks.
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -24,6 +24,7 @@ from retentiond.engine.execute import open_dir_below
 from retentiond.engine.figures import DiskFigures, KindStats, StoreStats
 from retentiond.engine.holds import HeldFile
 from retentiond.engine.kind import BrokerMain, Cadence, RoundServices, StatusDoc
+from retentiond.engine.rescue import RescueReport, RescueRequest
 from retentiond.engine.runs import Run
 from retentiond.journal.rollup import IdleView
 from retentiond.kinds.kafka import formats as fm
@@ -33,6 +34,7 @@ from retentiond.kinds.kafka.config import (
     broker_retention,
     kafka_of,
 )
+from retentiond.kinds.kafka.leftovers import is_orphan, plan_leftover, remove_partition_dir
 from retentiond.kinds.kafka.metadata import METADATA_PARTITION_DIR, MetadataError, read_metadata
 from retentiond.kinds.kafka.offline import (
     LogDirLock,
@@ -43,11 +45,12 @@ from retentiond.kinds.kafka.offline import (
     write_log_start_checkpoint,
 )
 from retentiond.kinds.kafka.plan import KafkaPlan, LogDirPlan
-from retentiond.kinds.kafka.policy import PartitionPlan, TopicConfig, plan_partition
+from retentiond.kinds.kafka.policy import PartitionPlan, TopicConfig, keep_all, plan_partition
 from retentiond.kinds.kafka.report import render_plan
+from retentiond.kinds.kafka.rescue import LossOf, Selection, document, report_lines, select
 from retentiond.kinds.kafka.scan import LogDirSnapshot, scan_log_dir
 from retentiond.kinds.kafka.voice import KafkaVoice
-from retentiond.reasons import KAFKA_DELETE_REASONS, FileKind, Kind, Reason
+from retentiond.reasons import KAFKA_DELETE_REASONS, KAFKA_DIR_REASONS, FileKind, Kind, Reason
 from retentiond.text.units import zone_name
 
 DISK_WARNING_RATIO = DEFAULT_DISK_WARNING_RATIO  # retentiond.kafka.diskWarningRatio's default
@@ -72,13 +75,18 @@ class KafkaSnapshot:
     metadata_source: str | None
     metadata_error: str | None
     errors: tuple[str, ...]
+    # the topics the metadata log knows, by name and by id (None: no readable metadata log,
+    # so no partition can be told an orphan)
+    topic_names: frozenset[str] | None = None
+    topic_ids: frozenset[bytes] | None = None
 
 
 class Kafka(KafkaVoice):
-    file_kinds: tuple[Kind, ...] = (Kind.KAFKA_SEGMENT,)
+    file_kinds: tuple[Kind, ...] = (Kind.KAFKA_SEGMENT, Kind.PARTITION_DIR)
     phases: tuple[str, ...] = (Kind.KAFKA_SEGMENT.value,)
-    deletion_series: tuple[tuple[Kind, Reason], ...] = tuple(
-        (Kind.KAFKA_SEGMENT, r) for r in sorted(KAFKA_DELETE_REASONS)
+    deletion_series: tuple[tuple[Kind, Reason], ...] = (
+        *((Kind.KAFKA_SEGMENT, r) for r in sorted(KAFKA_DELETE_REASONS)),
+        *((Kind.PARTITION_DIR, r) for r in sorted(KAFKA_DIR_REASONS)),
     )
     # Kafka's main class in ZooKeeper and KRaft mode alike.
     brokers: tuple[BrokerMain, ...] = (
@@ -90,6 +98,10 @@ class Kafka(KafkaVoice):
         self.server = server if server is not None else settings.store
         self.locks = {d: LogDirLock(d) for d in self.server.log_dirs}
         self.last_plan_only: list[str] = []
+        self.rescue_request: RescueRequest | None = None  # set for `retentiond rescue`
+        # consumer progress for rescue's order (None: unknown, by age alone): ``rescue.LossOf``
+        self.rescue_loss: LossOf | None = None
+        self._rescue_state: tuple[Selection | None, RescueRequest, bool, list[str]] | None = None
 
     def reconfigure(self, settings: Settings[StoreSection]) -> None:
         """A reload: new retention values from the next round on. The log dirs cannot
@@ -140,6 +152,8 @@ class Kafka(KafkaVoice):
         overrides: Mapping[str, Mapping[str, str]] | None = None
         layers: tuple[Mapping[str, str], ...] = ()
         source = error = None
+        names: frozenset[str] | None = None
+        ids: frozenset[bytes] | None = None
         meta_dir = os.path.join(self.server.metadata_dir, METADATA_PARTITION_DIR)
         if os.path.isdir(meta_dir):
             try:
@@ -147,12 +161,15 @@ class Kafka(KafkaVoice):
                 overrides = state.topic_overrides()
                 layers = tuple(state.broker_layers(self.server.node_id))
                 source = ", ".join(state.sources)
+                names, ids = frozenset(state.topics.values()), frozenset(state.topics)
             except MetadataError as e:
                 error = str(e)  # every topic unknown (unless the overrides file names it)
                 overrides = {}
         elif self.server.topic_overrides:
             source = self.server.retentiond.get("kafka.topicOverrides")
-        return KafkaSnapshot(now_ms, tuple(dirs), overrides, layers, source, error, tuple(errors))
+        return KafkaSnapshot(
+            now_ms, tuple(dirs), overrides, layers, source, error, tuple(errors), names, ids
+        )
 
     def _config_for(self, snap: KafkaSnapshot, topic: str) -> TopicConfig | None:
         return self.server.config_for(topic, snap.overrides, snap.broker_layers)
@@ -169,25 +186,17 @@ class Kafka(KafkaVoice):
 
         try:
             for ld, locked in snapshot.log_dirs:
-                parts = tuple(
-                    plan_partition(
-                        p,
-                        config_for(p.topic),
-                        now_ms=rnd.now_ms,
-                        high_watermarks=ld.high_watermarks,
-                        log_start_offsets=ld.log_start_offsets,
-                        cleaner_enabled=self.server.cleaner_enable,
-                        broker_running=not locked,
-                        time_index_compat=self.server.time_index_compat,
-                    )
-                    for p in ld.partitions
-                )
+                parts, leftovers = self._plan_log_dir(snapshot, ld, locked, rnd, config_for)
                 # A plan or a dry run carries nothing out: the holds it would look up change
                 # nothing in what it returns (the partitions' own plans).
                 failed: tuple[str, ...] = ()
-                if locked and not ld.errors and rnd.executes:
-                    failed = self._carry_out(ld, parts, rnd)
-                planned.append(LogDirPlan(ld.path, locked, parts, ld, (*ld.errors, *failed)))
+                if locked and not ld.errors and rnd.executes and self.rescue_request is None:
+                    failed = self._carry_out(ld, parts, leftovers, rnd)
+                planned.append(
+                    LogDirPlan(ld.path, locked, parts, ld, (*ld.errors, *failed), leftovers)
+                )
+            if self.rescue_request is not None:
+                self._rescue(self.rescue_request, snapshot, planned, rnd, config_for)
         finally:
             for lock in self.locks.values():
                 lock.release()
@@ -215,14 +224,157 @@ class Kafka(KafkaVoice):
             time_index_compat=self.server.time_index_compat,
         )
 
+    def _plan_log_dir(
+        self,
+        snapshot: KafkaSnapshot,
+        ld: LogDirSnapshot,
+        locked: bool,
+        rnd: RoundServices,
+        config_for: Callable[[str], TopicConfig | None],
+    ) -> tuple[tuple[PartitionPlan, ...], tuple[Decision, ...]]:
+        """Every partition's plan, and the verdicts on the leftover dirs as wholes."""
+        server = self.server
+        names, ids = snapshot.topic_names, snapshot.topic_ids
+        parts: list[PartitionPlan] = []
+        leftovers: list[Decision] = []
+        for p in ld.partitions:
+            orphan = names is not None and ids is not None and is_orphan(p, names, ids)
+            if orphan:
+                parts.append(
+                    keep_all(
+                        p,
+                        Reason.ORPHAN_PARTITION,
+                        "its topic id is not in the metadata log: removed as a whole or kept",
+                    )
+                )
+            else:
+                parts.append(
+                    plan_partition(
+                        p,
+                        config_for(p.topic),
+                        now_ms=rnd.now_ms,
+                        high_watermarks=ld.high_watermarks,
+                        log_start_offsets=ld.log_start_offsets,
+                        cleaner_enabled=server.cleaner_enable,
+                        broker_running=not locked,
+                        time_index_compat=server.time_index_compat,
+                    )
+                )
+            if orphan or p.name.special is not None:
+                d = plan_leftover(
+                    p,
+                    now_ms=rnd.now_ms,
+                    delete_delay_ms=server.segment_delete_delay_ms,
+                    orphan=orphan,
+                    remove_orphans=server.remove_orphans,
+                    remove_stray=server.remove_stray,
+                    broker_running=not locked,
+                )
+                if d is not None:
+                    leftovers.append(d)
+        return tuple(parts), tuple(leftovers)
+
+    def _remove_leftovers(
+        self, leftovers: tuple[Decision, ...], rnd: RoundServices, gone: set[str]
+    ) -> None:
+        """Each leftover dir that goes, on its own: one that cannot go keeps no other. Not
+        through ``Round.hold``: a directory cannot be leased to prove nobody has it open,
+        and what guards a leftover is the log dir's ``.lock``, held by this round."""
+        for d in leftovers:
+            if d.delete:
+                gone.update(o.decision.path for o in rnd.execute(Run((d,))) if o.deleted)
+
+    # ---- `retentiond rescue` (engine.rescue.Rescues) -------------------------------------
+    def held_store_dirs(self) -> list[str]:
+        """The log dirs whose ``.lock`` another process holds now (a running broker); a
+        log dir that cannot be opened is the round's store error, not a holder."""
+        held = []
+        for d in self.server.log_dirs:
+            lock = self.locks[d]
+            if lock.held:
+                continue
+            try:
+                if lock.acquire():
+                    lock.release()
+                else:
+                    held.append(d)
+            except OSError:
+                continue
+        return held
+
+    def begin_rescue(self, request: RescueRequest | None) -> None:
+        self.rescue_request = request
+        self._rescue_state = None
+
+    def rescue_report(self) -> RescueReport:
+        state = self._rescue_state
+        if state is None:
+            return RescueReport(("no rescue ran",), False)
+        selection, request, dry_run, held = state
+        if held:
+            lines = tuple(
+                f"{d}: another process (the broker) holds its .lock: rescue runs only on a "
+                "stopped broker; nothing was deleted"
+                for d in held
+            )
+            return RescueReport(lines, False, tuple(held))
+        assert selection is not None
+        lines2, reached = report_lines(selection, request, dry_run=dry_run)
+        doc = document(selection, request, dry_run=dry_run)
+        return RescueReport(tuple(lines2), reached, (), doc)
+
+    def _rescue(
+        self,
+        request: RescueRequest,
+        snapshot: KafkaSnapshot,
+        planned: list[LogDirPlan],
+        rnd: RoundServices,
+        config_for: Callable[[str], TopicConfig | None],
+    ) -> None:
+        """Select what goes (``rescue.select``) and, in a real round, carry it out: the
+        leftovers, then per partition one prefix (the configured retention's and the
+        rescue's together), with the checkpoints updated as a round updates them. Nothing
+        at all while another process holds any of the log dirs."""
+        held = [p.path for p in planned if not p.locked]
+        if held:
+            self._rescue_state = (None, request, not rnd.executes, held)
+            return
+        usable = [p for p in planned if not p.errors]
+        selection = select(usable, request, self.server, config_for, rnd.now_ms, self.rescue_loss)
+        if rnd.executes:
+            snaps = {ld.path: ld for ld, _locked in snapshot.log_dirs}
+            gone: set[str] = set()
+            for p in usable:
+                failed = self._carry_out(
+                    snaps[p.path],
+                    tuple(selection.partitions.get(p.path, ())),
+                    tuple(selection.leftovers.get(p.path, ())),
+                    rnd,
+                    gone,
+                )
+                p.errors = (*p.errors, *failed)
+            for g in selection.groups:
+                for item in g.items:
+                    item.gone = item.decision.path in gone
+                g.after = measure_path(g.paths[0])
+        self._rescue_state = (selection, request, not rnd.executes, [])
+
     def _carry_out(
-        self, ld: LogDirSnapshot, parts: tuple[PartitionPlan, ...], rnd: RoundServices
+        self,
+        ld: LogDirSnapshot,
+        parts: tuple[PartitionPlan, ...],
+        leftovers: tuple[Decision, ...],
+        rnd: RoundServices,
+        gone: set[str] | None = None,
     ) -> tuple[str, ...]:
         """Each partition's prefix through the engine (holds, journal, re-check, unlink),
         then what the engine does not know: companions, epochs, the checkpoint. Returns
         what kept a partition's prefix from being carried out (a roll that could not be
         made: nothing of that partition goes, the other partitions go on) and the
-        companions or leftovers that could not be removed."""
+        companions or leftovers that could not be removed. Leftover partition dirs go
+        first, as the broker removes them first at its start."""
+        gone = set() if gone is None else gone  # the paths that really went
+        self._remove_leftovers(leftovers, rnd, gone)
         result = OfflineResult(ld.path, True)
         failed: list[str] = []
         lso_entries = dict(ld.log_start_offsets or {})
@@ -241,10 +393,11 @@ class Kafka(KafkaVoice):
                     )
                     continue
             outcomes = rnd.execute(Run(run))
-            gone = [b for o in outcomes if o.deleted and (b := o.decision.start_offset) is not None]
-            for base in gone:
+            went = [b for o in outcomes if o.deleted and (b := o.decision.start_offset) is not None]
+            gone.update(o.decision.path for o in outcomes if o.deleted)
+            for base in went:
                 remove_companions(plan, base, result)
-            changed |= finish_partition(plan, gone, lso_entries)
+            changed |= finish_partition(plan, went, lso_entries)
         if changed:
             write_log_start_checkpoint(ld, lso_entries)
         return (*failed, *result.errors)  # the round's errors: logged, counted, shown
@@ -308,8 +461,20 @@ class Kafka(KafkaVoice):
         daemon's round, not in ``plan``."""
         count = size = 0
         oldest: int | None = None
+        dirs = KindStats(0, 0, None, plan.now_ms)
         for d in plan.decisions():
             if d.path in deleted:
+                continue
+            if d.kind is Kind.PARTITION_DIR:
+                if d.identity is not None:
+                    dirs = KindStats(
+                        dirs.files + 1,
+                        dirs.bytes + d.identity.size,
+                        d.identity.mtime_ms
+                        if dirs.oldest_mtime_ms is None
+                        else min(dirs.oldest_mtime_ms, d.identity.mtime_ms),
+                        plan.now_ms,
+                    )
                 continue
             ident = d.identity
             if ident is not None:
@@ -323,7 +488,12 @@ class Kafka(KafkaVoice):
             count += 1
             size += bytes_
             oldest = mtime_ms if oldest is None else min(oldest, mtime_ms)
-        return StoreStats({Kind.KAFKA_SEGMENT: KindStats(count, size, oldest, plan.now_ms)})
+        return StoreStats(
+            {
+                Kind.KAFKA_SEGMENT: KindStats(count, size, oldest, plan.now_ms),
+                Kind.PARTITION_DIR: dirs,
+            }
+        )
 
     def disk_figures(self, settings: Settings[StoreSection], now_ms: int) -> DiskFigures:
         """Each log dir's filesystem, and the disk state: ``warning_level`` when one of them is
@@ -386,28 +556,46 @@ class Kafka(KafkaVoice):
 
     # ---- just before an unlink ----------------------------------------------------------
     def open_parent(self, decision: Decision) -> int:
-        """A segment sits in a partition dir directly under a configured log dir."""
+        """A segment sits in a partition dir directly under a configured log dir; a partition
+        dir removed whole, directly in one."""
+        if decision.kind is Kind.PARTITION_DIR:
+            log_dir = os.path.dirname(decision.path)
+            if log_dir not in self.server.log_dirs:
+                raise PermissionError(f"{decision.path} is not in a configured log dir")
+            return open_dir_below(log_dir)
         part_dir = os.path.dirname(decision.path)
         log_dir = os.path.dirname(part_dir)
         if log_dir not in self.server.log_dirs or decision.kind is not Kind.KAFKA_SEGMENT:
             raise PermissionError(f"{part_dir} is not a partition dir of a configured log dir")
         return open_dir_below(log_dir, os.path.basename(part_dir))
 
+    def remove_directory(self, decision: Decision, parent_fd: int, name: str) -> int:
+        """A leftover partition dir (journaled already): renamed to the ``-delete`` form
+        unless it has it, then emptied through handles that never follow a symlink."""
+        if decision.kind is not Kind.PARTITION_DIR:
+            raise PermissionError(f"{decision.path}: only partition dirs are removed whole")
+        return remove_partition_dir(parent_fd, name)
+
     def recheck(
         self, decision: Decision, st: os.stat_result, now_ms: int, floor: int | None
     ) -> str | None:
         """The identity (size, mtime, inode) is unchanged, so the batches are; time only
         moves forward. What can change is who holds the dir."""
-        log_dir = os.path.dirname(os.path.dirname(decision.path))
+        part_dir = decision.path if decision.kind is Kind.PARTITION_DIR else None
+        log_dir = os.path.dirname(part_dir or os.path.dirname(decision.path))
         lock = self.locks.get(log_dir)
         if lock is None or not lock.acquire():
             return "the log dir's .lock is no longer ours"
         return None
 
     def journal_fields(self, decision: Decision, now_ms: int) -> dict[str, object]:
-        return {
+        fields: dict[str, object] = {
             "forced": False,
             "topic": decision.topic,
             "partition": decision.queue_id,
-            "base_offset": decision.start_offset,
         }
+        if decision.kind is not Kind.PARTITION_DIR:
+            fields["base_offset"] = decision.start_offset
+        if self.rescue_request is not None:
+            fields["rescue"] = True  # every deletion `retentiond rescue` makes
+        return fields

@@ -27,12 +27,14 @@ class LogDirPlan:
         partitions: tuple[PartitionPlan, ...],
         foreign: tuple[tuple[str, str], ...] | LogDirSnapshot = (),
         errors: tuple[str, ...] = (),
+        leftovers: tuple[Decision, ...] = (),  # whole partition dirs (``leftovers``)
     ) -> None:
         self.path = path
         self.locked = locked
         self.partitions = partitions
         self._foreign = foreign
         self.errors = errors
+        self.leftovers = leftovers
 
     @property
     def foreign(self) -> tuple[tuple[str, str], ...]:
@@ -90,6 +92,7 @@ class KafkaPlan:
         for ld in self.log_dirs:
             for p in ld.partitions:
                 yield from p.decisions
+            yield from ld.leftovers
 
     def store_errors(self) -> list[str]:
         return list(self.errors)
@@ -187,6 +190,8 @@ class KafkaPlan:
                         # dir what would go (kept as broker_running)
                         if all_queue_files or p.prefix
                     ],
+                    # -delete, -stray and orphan partition dirs, each as a whole
+                    "leftover_dirs": [d.as_dict(self.now_ms) for d in ld.leftovers],
                 }
                 for ld in self.log_dirs
             ],

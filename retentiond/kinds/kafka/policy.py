@@ -119,6 +119,11 @@ def _keep_all(
     return PartitionPlan(part, first, 0, lso, hw, leo, lso, None, rest, reason)
 
 
+def keep_all(part: Partition, reason: Reason, detail: str) -> PartitionPlan:
+    """Every segment of ``part`` kept for one reason, not judged (an orphan partition)."""
+    return _keep_all(part, reason, detail)
+
+
 def _decision(
     part: Partition,
     s: Segment,

@@ -9,6 +9,7 @@ a ``stat`` of each ``.log`` the totals count: never a read of its batches.
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
@@ -161,6 +162,14 @@ def _log_dir(plan: KafkaPlan, ld: LogDirPlan, all_queue_files: bool, out: list[s
         last = n + 1 == len(partitions) or partitions[n + 1].partition.topic != name
         if last and shown:
             out.append(f"  topic {name} total: {topic.text()}")
+    if ld.leftovers:
+        out.append("  leftover partition dirs (each removed whole or kept):")
+    for d in ld.leftovers:
+        size = human_bytes(d.identity.size) if d.identity is not None else "?"
+        out.append(
+            f"    {os.path.basename(d.path)}: {d.verdict.value} {d.reason.value} {size}"
+            + (f" ({d.detail})" if d.detail else "")
+        )
     out.append(f"{ld.path} total: {whole.text()}")
     return whole
 

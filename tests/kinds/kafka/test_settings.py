@@ -178,6 +178,53 @@ def test_hostile_kafka_configs_are_refused_not_crashed(
     assert any(fragment in p for p in found), found
 
 
+def test_leftover_and_rescue_keys(tmp_path: Path, log_dir: Path) -> None:
+    """Lists are comma-separated in .properties and a YAML list in YAML, items exact names
+    or ``*`` globs; the booleans and the floor are checked as Kafka checks its own."""
+    props = load_settings(
+        write(
+            tmp_path / "server.properties",
+            f"log.dirs={log_dir}\nretentiond.kafka.removeOrphans=true\n"
+            "retentiond.kafka.removeStray=true\nretentiond.kafka.rescue.minRetentionMs=60000\n"
+            "retentiond.kafka.rescue.protectTopics=payments, audit-*\n",
+        )
+    )
+    yml = load_settings(
+        write(
+            tmp_path / "kafka.yaml",
+            f"log.dirs: [{log_dir}]\nretentiond:\n  kafka:\n    removeOrphans: true\n"
+            "    removeStray: true\n    rescue:\n      minRetentionMs: 60000\n"
+            "      protectTopics: [payments, audit-*]\n",
+        )
+    )
+    for s in (props, yml):
+        assert isinstance(s.store, KafkaServer)
+        assert s.store.remove_orphans and s.store.remove_stray
+        assert s.store.rescue_min_retention_ms == 60000
+        assert s.store.rescue_protect_topics == ("payments", "audit-*")
+        assert s.store.protected("payments") and s.store.protected("audit-eu")
+        assert not s.store.protected("payments-v2") and not s.store.protected("orders")
+    assert props.config_hash == yml.config_hash
+    # a file that sets none of them keeps the hash it had
+    plain = write(tmp_path / "plain.properties", f"log.dirs={log_dir}\n")
+    assert "removeOrphans" not in str(load_settings(plain).as_dict())
+
+    bad = write(
+        tmp_path / "bad.properties",
+        f"log.dirs={log_dir}\nretentiond.kafka.removeOrphans=yes\n"
+        "retentiond.kafka.removeStray=1\nretentiond.kafka.rescue.minRetentionMs=-5\n"
+        "retentiond.kafka.rescue.protectTopics=ok,bad topic\n",
+    )
+    found = problems(bad)
+    for frag in (
+        "retentiond.kafka.removeOrphans='yes'",
+        "retentiond.kafka.removeStray='1'",
+        "retentiond.kafka.rescue.minRetentionMs='-5'",
+        "retentiond.kafka.rescue.protectTopics='ok,bad topic'",
+    ):
+        assert any(f"{bad}: {frag}" in p for p in found), (frag, found)
+
+
 @pytest.mark.parametrize(
     ("value", "message"),
     [
