@@ -467,6 +467,8 @@ class KafkaServer:
     unknown_topics: str = UNKNOWN_TOPICS_KEEP
     time_index_compat: bool = False  # retentiond.kafka.timeIndexCompat (policy, §4.3)
     disk_warning_ratio: float = DEFAULT_DISK_WARNING_RATIO  # retentiond.kafka.diskWarningRatio
+    # offsets.topic.num.partitions: how many __consumer_offsets partitions the cluster has
+    offsets_topic_partitions: int = 50
     remove_orphans: bool = False  # retentiond.kafka.removeOrphans
     remove_stray: bool = False  # retentiond.kafka.removeStray
     rescue_min_retention_ms: int = DEFAULT_RESCUE_MIN_RETENTION_MS
@@ -722,6 +724,14 @@ def read_server(props: Mapping[str, str], path: str) -> KafkaServer:
         if k in props:
             check(_num, k, props[k], _LONG_MIN, _LONG_MAX, at_least)
     retention = None if problems else check(_broker_retention, props)
+    offsets_partitions = check(
+        _num,
+        "offsets.topic.num.partitions",
+        props.get("offsets.topic.num.partitions", "50"),
+        1,
+        _INT_MAX,
+        1,
+    )
     cleaner = check(_bool, "log.cleaner.enable", props.get("log.cleaner.enable", "true"))
     interval = check(
         _num,
@@ -780,6 +790,7 @@ def read_server(props: Mapping[str, str], path: str) -> KafkaServer:
         unknown_topics=unknown,
         time_index_compat=bool(compat),
         disk_warning_ratio=cast(float, warning_ratio),
+        offsets_topic_partitions=offsets_partitions or 50,
         remove_orphans=bool(remove_orphans),
         remove_stray=bool(remove_stray),
         rescue_min_retention_ms=cast(int, floor),

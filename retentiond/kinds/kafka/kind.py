@@ -44,6 +44,8 @@ from retentiond.kinds.kafka.offline import (
     remove_companions,
     write_log_start_checkpoint,
 )
+from retentiond.kinds.kafka.offsets import TOPIC as OFFSETS_TOPIC
+from retentiond.kinds.kafka.offsets import KafkaProgress, read_progress, with_loss
 from retentiond.kinds.kafka.plan import KafkaPlan, LogDirPlan
 from retentiond.kinds.kafka.policy import PartitionPlan, TopicConfig, keep_all, plan_partition
 from retentiond.kinds.kafka.report import render_plan
@@ -102,6 +104,7 @@ class Kafka(KafkaVoice):
         # consumer progress for rescue's order (None: unknown, by age alone): ``rescue.LossOf``
         self.rescue_loss: LossOf | None = None
         self._rescue_state: tuple[Selection | None, RescueRequest, bool, list[str]] | None = None
+        self.last_progress: KafkaProgress | None = None  # the consumer progress last read
 
     def reconfigure(self, settings: Settings[StoreSection]) -> None:
         """A reload: new retention values from the next round on. The log dirs cannot
@@ -184,9 +187,11 @@ class Kafka(KafkaVoice):
                 configs[topic] = self._config_for(snapshot, topic)
             return configs[topic]
 
+        progress = self.consumer_progress(snapshot)
         try:
             for ld, locked in snapshot.log_dirs:
                 parts, leftovers = self._plan_log_dir(snapshot, ld, locked, rnd, config_for)
+                parts = tuple(with_loss(p, progress) for p in parts)
                 # A plan or a dry run carries nothing out: the holds it would look up change
                 # nothing in what it returns (the partitions' own plans).
                 failed: tuple[str, ...] = ()
@@ -222,7 +227,25 @@ class Kafka(KafkaVoice):
                 if c is not None and c.delete and c.retention_ms >= 0
             },
             time_index_compat=self.server.time_index_compat,
+            progress=progress,
         )
+
+    def consumer_progress(self, snapshot: KafkaSnapshot) -> KafkaProgress:
+        """The committed offsets of the ``__consumer_offsets`` partitions in the log dirs
+        (``offsets``), read every round; a segment that cannot be read is a problem of the
+        plan, never a reason to delete more."""
+        found = []
+        for ld, _locked in snapshot.log_dirs:
+            for p in ld.partitions:
+                if p.topic != OFFSETS_TOPIC or p.name.special is not None or not len(p):
+                    continue
+                lso = (ld.log_start_offsets or {}).get((p.topic, p.partition), 0)
+                found.append((p.partition, [s.log_path for s in p.segments], lso))
+        progress = read_progress(
+            found, self.server.offsets_topic_partitions, self.settings.daemon.guard_ignore_groups
+        )
+        self.last_progress = progress
+        return progress
 
     def _plan_log_dir(
         self,
@@ -596,6 +619,8 @@ class Kafka(KafkaVoice):
         }
         if decision.kind is not Kind.PARTITION_DIR:
             fields["base_offset"] = decision.start_offset
+        if decision.loss is not None:
+            fields["loss"] = decision.loss.as_dict()
         if self.rescue_request is not None:
             fields["rescue"] = True  # every deletion `retentiond rescue` makes
         return fields
