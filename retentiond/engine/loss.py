@@ -105,3 +105,49 @@ class Loss:
     @property
     def partial(self) -> bool:
         return self.progress is Progress.PARTIAL
+
+
+OTHER_GROUPS = "__other__"  # the label of the groups beyond guard.topGroups, summed
+
+
+@dataclass(frozen=True, slots=True)
+class GroupRisk:
+    """A group's leading indicator: how many of its unread messages lie in files the current
+    configuration will delete, and when the first of them goes (ms; None: not known yet)."""
+
+    group: str
+    messages: int
+    first_ms: int | None = None
+
+
+def add_risk(
+    into: dict[str, list[int | None]], group: str, messages: int, when: int | None
+) -> None:
+    """Accumulate ``messages`` at risk for ``group``, the first going at ``when``."""
+    got = into.setdefault(group, [0, None])
+    got[0] = (got[0] or 0) + messages
+    if when is not None and (got[1] is None or when < got[1]):
+        got[1] = when
+
+
+def top_risks(acc: dict[str, list[int | None]], top: int) -> tuple[GroupRisk, ...]:
+    """The ``top`` groups by risk (most messages, then the soonest), the rest summed into one
+    ``OTHER_GROUPS`` entry (its first loss the soonest of theirs): bounded label values."""
+    risks = [GroupRisk(g, int(m or 0), w) for g, (m, w) in acc.items() if m]
+    risks.sort(
+        key=lambda r: (-r.messages, r.first_ms if r.first_ms is not None else 2**63, r.group)
+    )
+    head, rest = risks[:top], risks[top:]
+    if rest:
+        whens = [r.first_ms for r in rest if r.first_ms is not None]
+        head.append(
+            GroupRisk(OTHER_GROUPS, sum(r.messages for r in rest), min(whens) if whens else None)
+        )
+    return tuple(head)
+
+
+def risk_status(risks: tuple[GroupRisk, ...] | None) -> list[dict[str, object]] | None:
+    """``status``'s ``groups_at_risk``: None while no consumer progress was read."""
+    if risks is None:
+        return None
+    return [{"group": r.group, "messages": r.messages, "first_loss_ms": r.first_ms} for r in risks]

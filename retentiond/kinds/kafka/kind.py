@@ -24,6 +24,7 @@ from retentiond.engine.execute import open_dir_below
 from retentiond.engine.figures import DiskFigures, KindStats, StoreStats
 from retentiond.engine.holds import HeldFile
 from retentiond.engine.kind import BrokerMain, Cadence, RoundServices, StatusDoc
+from retentiond.engine.loss import GroupRisk, risk_status
 from retentiond.engine.rescue import RescueReport, RescueRequest
 from retentiond.engine.runs import Run
 from retentiond.journal.rollup import IdleView
@@ -45,7 +46,7 @@ from retentiond.kinds.kafka.offline import (
     write_log_start_checkpoint,
 )
 from retentiond.kinds.kafka.offsets import TOPIC as OFFSETS_TOPIC
-from retentiond.kinds.kafka.offsets import KafkaProgress, read_progress, with_loss
+from retentiond.kinds.kafka.offsets import KafkaProgress, group_risks, read_progress, with_loss
 from retentiond.kinds.kafka.plan import KafkaPlan, LogDirPlan
 from retentiond.kinds.kafka.policy import PartitionPlan, TopicConfig, keep_all, plan_partition
 from retentiond.kinds.kafka.report import render_plan
@@ -105,6 +106,7 @@ class Kafka(KafkaVoice):
         self.rescue_loss: LossOf | None = None
         self._rescue_state: tuple[Selection | None, RescueRequest, bool, list[str]] | None = None
         self.last_progress: KafkaProgress | None = None  # the consumer progress last read
+        self.last_risk: tuple[GroupRisk, ...] | None = None  # store_stats' group_risk
 
     def reconfigure(self, settings: Settings[StoreSection]) -> None:
         """A reload: new retention values from the next round on. The log dirs cannot
@@ -432,6 +434,7 @@ class Kafka(KafkaVoice):
         return {
             "log_dirs": list(self.server.log_dirs),
             "plan_only_log_dirs": list(self.last_plan_only),
+            "groups_at_risk": risk_status(self.last_risk),
         }
 
     def idle_view(self, record: Mapping[str, Any]) -> IdleView | None:
@@ -511,11 +514,23 @@ class Kafka(KafkaVoice):
             count += 1
             size += bytes_
             oldest = mtime_ms if oldest is None else min(oldest, mtime_ms)
+        risk = None
+        if plan.progress is not None:
+            risk = group_risks(
+                (p for ld in plan.log_dirs for p in ld.partitions),
+                plan.progress,
+                plan.now_ms,
+                plan.retention_ms,
+                plan.expires_ms,
+                self.settings.daemon.guard_top_groups,
+            )
+        self.last_risk = risk
         return StoreStats(
             {
                 Kind.KAFKA_SEGMENT: KindStats(count, size, oldest, plan.now_ms),
                 Kind.PARTITION_DIR: dirs,
-            }
+            },
+            group_risk=risk,
         )
 
     def disk_figures(self, settings: Settings[StoreSection], now_ms: int) -> DiskFigures:

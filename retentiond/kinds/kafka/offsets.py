@@ -18,11 +18,19 @@ from __future__ import annotations
 import os
 import struct
 import zlib
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from fnmatch import fnmatchcase
 
-from retentiond.engine.loss import GroupLoss, GroupState, Loss, Progress
+from retentiond.engine.loss import (
+    GroupLoss,
+    GroupRisk,
+    GroupState,
+    Loss,
+    Progress,
+    add_risk,
+    top_risks,
+)
 from retentiond.kinds.kafka import formats as fm
 from retentiond.kinds.kafka.policy import PartitionPlan
 
@@ -313,3 +321,43 @@ def with_loss(plan: PartitionPlan, progress: KafkaProgress) -> PartitionPlan:
     plan.__dict__.pop("deletions", None)
     plan.__dict__.pop("decisions", None)
     return plan
+
+
+def group_risks(
+    parts: Iterable[PartitionPlan],
+    progress: KafkaProgress,
+    now_ms: int,
+    retention_ms: Mapping[str, int],
+    expires: Callable[[PartitionPlan, int], int | None],
+    top: int,
+) -> tuple[GroupRisk, ...]:
+    """Per group, the records at or above its committed offset in the segments the current
+    configuration will delete: those handed over now (they go now), and for a topic with a
+    time limit every segment, the active one included (Kafka rolls it once it expires). A segment goes no earlier than the ones
+    before it (a prefix), so its time is the latest expiry known up to it (never later than
+    it can go)."""
+    acc: dict[str, list[int | None]] = {}
+    if progress.progress in (Progress.UNKNOWN, Progress.CORRUPT):
+        return ()
+    for p in parts:
+        part = p.partition
+        groups = progress.committed.get((part.topic, part.partition))
+        if not groups:
+            continue
+        bases = part.bases
+        timed = part.topic in retention_ms
+        # with a time limit every segment goes in turn, the active one too (after a roll)
+        last = len(bases) if timed else p.prefix
+        when: int | None = now_ms
+        for i in range(min(last, len(bases))):
+            if i >= p.prefix:
+                e = expires(p, i)
+                if e is not None:
+                    when = e if when is None or e > when else when
+            start = bases[i]
+            end = bases[i + 1] if i + 1 < len(bases) else p.log_end_offset
+            for group, committed in groups.items():
+                n = end - max(start, committed)
+                if n > 0 and progress.state(group) is GroupState.ACTIVE:
+                    add_risk(acc, group, n, max(when, now_ms) if when is not None else None)
+    return top_risks(acc, top)

@@ -19,9 +19,10 @@ from typing import Any
 from kafka.record._crc32c import crc as crc32c
 from kafka.record.default_records import DefaultRecordBatchBuilder
 
-from retentiond.engine.loss import Progress
+from retentiond.engine.loss import OTHER_GROUPS, Progress, top_risks
 from retentiond.kinds.kafka.offsets import partition_for, read_progress
-from tests.conftest import records, run_cli
+from tests.conftest import Daemon, records, run_cli, spawn_run
+from tests.e2e.test_kafka_daemon import metric_lines, status
 from tests.kinds.kafka.kafkalog import KafkaLog
 
 DAY = 86_400_000
@@ -171,13 +172,14 @@ def test_group_partition_is_java_string_hash() -> None:
     assert {g: partition_for(g, 50) for g in table} == table
 
 
-def _log_dir(tmp_path: Path) -> tuple[Path, Path]:
+def _log_dir(tmp_path: Path, first_ts: int | None = None, *extra: str) -> tuple[Path, Path]:
     log_dir = tmp_path / "kafka-logs"
-    now = int(time.time() * 1000)
+    if first_ts is None:
+        first_ts = int(time.time() * 1000) - 10 * DAY
     for p in (0, 1):
         log = KafkaLog(log_dir, "orders", p, segment_bytes=5 * 72)
         for i in range(30):
-            log.append_records(1, now - 10 * DAY + i * 1000)
+            log.append_records(1, first_ts + i * 1000)
         log.write(hw=log.leo)
     write_offsets(log_dir, 0)
     (log_dir / "meta.properties").write_text("version=1\nnode.id=3\ncluster.id=c\n")
@@ -196,6 +198,8 @@ def _log_dir(tmp_path: Path) -> tuple[Path, Path]:
                 f"retentiond.journal.dir={tmp_path / 'journal'}",
                 f"retentiond.controlSocket={tmp_path / 'control.sock'}",
                 "retentiond.metrics.listen=127.0.0.1:0",
+                "retentiond.initialDelay=0",
+                *extra,
             ]
         )
         + "\n"
@@ -252,3 +256,43 @@ def test_plan_and_journal_name_the_lagging_groups(tmp_path: Path) -> None:
     }
     assert journaled == EXPECTED
     assert (log_dir / "__consumer_offsets-0").is_dir()  # compacted: never deleted from
+
+
+def test_top_groups_bound_the_labels() -> None:
+    acc: dict[str, list[int | None]] = {"a": [5, 300], "b": [9, None], "c": [1, 100], "d": [0, 1]}
+    assert [(r.group, r.messages, r.first_ms) for r in top_risks(acc, 1)] == [
+        ("b", 9, None),
+        (OTHER_GROUPS, 6, 100),  # a and c summed, the soonest of theirs; d loses nothing
+    ]
+
+
+def test_daemon_exports_what_each_group_has_at_risk_and_when(tmp_path: Path) -> None:
+    """Nothing expired yet: orders' first segments pass retention.ms two hours from now. The
+    groups' unread records in every segment but the active one are at risk, the first going
+    when segment 0 expires (largest timestamp + retention.ms + 1 ms)."""
+    first_ts = int(time.time() * 1000) - 7 * DAY + 2 * 3_600_000
+    _, config = _log_dir(tmp_path, first_ts, "retentiond.guard.topGroups=1")
+    log = tmp_path / "daemon.log"
+    daemon = Daemon(spawn_run(config, log), config, None, tmp_path / "journal", log)  # type: ignore[arg-type]
+    try:
+        doc = daemon.wait_until(
+            "a round",
+            lambda: (s := status(daemon)) is not None and s["rounds"]["count"] >= 1 and s,
+        )
+        goes = first_ts + 4 * 1000 + 7 * DAY + 1
+        # G2: 2 + 25 records in orders-0 (committed 3), 10 in orders-1 (committed 20);
+        # G1 (committed 12 in orders-0): 18, beyond topGroups=1, so summed as __other__
+        assert doc["groups_at_risk"] == [
+            {"group": "G2", "messages": 37, "first_loss_ms": goes},
+            {"group": OTHER_GROUPS, "messages": 18, "first_loss_ms": goes},
+        ]
+        assert not daemon.records("deletion")
+        at_risk = metric_lines(daemon, "retentiond_group_unread_at_risk_messages")
+        assert sorted(line.rsplit(" ", 1)[1] for line in at_risk) == ["18.0", "37.0"]
+        assert any('group="G2"' in line for line in at_risk)
+        [first, _other] = metric_lines(daemon, "retentiond_group_first_loss_timestamp_seconds")
+        assert float(first.rsplit(" ", 1)[1]) == goes / 1000
+        text = daemon.cli("status")
+        assert "at risk   G2 37 unread, the first goes in" in text.out, text.out
+    finally:
+        daemon.kill()
