@@ -330,15 +330,16 @@ def group_risks(
     retention_ms: Mapping[str, int],
     expires: Callable[[PartitionPlan, int], int | None],
     top: int,
-) -> tuple[GroupRisk, ...]:
+) -> tuple[GroupRisk, ...] | None:
     """Per group, the records at or above its committed offset in the segments the current
     configuration will delete: those handed over now (they go now), and for a topic with a
-    time limit every segment, the active one included (Kafka rolls it once it expires). A segment goes no earlier than the ones
-    before it (a prefix), so its time is the latest expiry known up to it (never later than
-    it can go)."""
+    time limit every segment, the active one included (Kafka rolls it once it expires). A
+    segment goes no earlier than the ones before it (a prefix), so its time is the latest
+    expiry known up to it (never later than it can go). None while the progress is unknown
+    or unreadable."""
     acc: dict[str, list[int | None]] = {}
     if progress.progress in (Progress.UNKNOWN, Progress.CORRUPT):
-        return ()
+        return None  # nothing can be said: not "no group at risk"
     for p in parts:
         part = p.partition
         groups = progress.committed.get((part.topic, part.partition))
