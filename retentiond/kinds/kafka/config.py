@@ -843,8 +843,18 @@ def load_topic_overrides(path: str, referrer: str) -> dict[str, dict[str, str]]:
 
 # ---- the configuration file as a whole ------------------------------------------------
 
+# Daemon keys that make no sense for Kafka: refused in a Kafka file, with the reason.
+NOT_FOR_KAFKA = {
+    "retentiond.guard.timers": "refused: Kafka has no timer messages (nor delay levels or "
+    "half messages); retentiond.guard.unconsumed is the guard for Kafka",
+}
 # retentiond's daemon keys, dotted in a Kafka file (``retentiond.dryRun``)
-TABLE = KeyTable(keys=DAEMON_KEYS, yaml_name="a Kafka YAML config", cross_checks=(cross_checks,))
+TABLE = KeyTable(
+    keys=tuple(k for k in DAEMON_KEYS if k.key not in NOT_FOR_KAFKA),
+    yaml_name="a Kafka YAML config",
+    unsupported=NOT_FOR_KAFKA,
+    cross_checks=(cross_checks,),
+)
 
 
 def claim(file: ConfigFile) -> Claim:
@@ -935,7 +945,9 @@ def read(file: ConfigFile, foreign: Mapping[str, str]) -> Draft[KafkaServer]:
                     )
                 )
             own = key.removeprefix("retentiond.")
-            if own in OWN_KEYS:
+            if key in NOT_FOR_KAFKA:
+                problems.append(ConfigProblem(path, key, value, NOT_FOR_KAFKA[key]))
+            elif own in OWN_KEYS:
                 kafka_props[key] = value
             elif key in TABLE.by_key:
                 entries[key] = Entry(value, where[-1])
