@@ -24,7 +24,7 @@ from retentiond.engine.execute import open_dir_below
 from retentiond.engine.figures import DiskFigures, KindStats, StoreStats
 from retentiond.engine.holds import HeldFile
 from retentiond.engine.kind import BrokerMain, Cadence, RoundServices, StatusDoc
-from retentiond.engine.loss import GroupRisk, risk_status
+from retentiond.engine.loss import GroupRisk, Progress, risk_status
 from retentiond.engine.rescue import RescueReport, RescueRequest
 from retentiond.engine.runs import Run
 from retentiond.journal.rollup import IdleView
@@ -365,7 +365,15 @@ class Kafka(KafkaVoice):
             self._rescue_state = (None, request, not rnd.executes, held)
             return
         usable = [p for p in planned if not p.errors]
-        selection = select(usable, request, self.server, config_for, rnd.now_ms, self.rescue_loss)
+        loss_of = self.rescue_loss
+        progress = self.last_progress
+        if loss_of is None and progress is not None and progress.progress is Progress.KNOWN:
+            # every __consumer_offsets partition read: consumed segments can be told apart
+            def loss_of(topic: str, partition: int, base: int, upper: int) -> int | None:
+                assert progress is not None
+                return progress.loss(topic, partition, base, upper).messages
+
+        selection = select(usable, request, self.server, config_for, rnd.now_ms, loss_of)
         if rnd.executes:
             snaps = {ld.path: ld for ld, _locked in snapshot.log_dirs}
             gone: set[str] = set()

@@ -296,3 +296,22 @@ def test_daemon_exports_what_each_group_has_at_risk_and_when(tmp_path: Path) -> 
         assert "at risk   G2 37 unread, the first goes in" in text.out, text.out
     finally:
         daemon.kill()
+
+
+def test_rescue_beyond_retention_takes_consumed_segments_first(tmp_path: Path) -> None:
+    """Every __consumer_offsets partition is here (offsets.topic.num.partitions=1), so rescue
+    knows which segments are consumed: orders-1's first four (G2 committed 20) go before
+    any of orders-0 (G2 committed 3), though they are as old."""
+    first_ts = int(time.time() * 1000) - 3 * DAY
+    log_dir, config = _log_dir(tmp_path, first_ts)
+    config.write_text(config.read_text().replace("num.partitions=3", "num.partitions=1"))
+    # more free space than the disk has: every segment rescue may take, in its order
+    result = run_cli(
+        "rescue", "--config", str(config), "--free", str(1 << 60), "--beyond-retention",
+        "--dry-run", "--json",
+    )  # fmt: skip
+    assert result.code == 9, result.out + result.err  # the target is out of reach
+    [fs] = json.loads(result.out)["filesystems"]
+    went = [i["path"] for s in fs["steps"] for i in s["items"]]
+    consumed = [str(log_dir / "orders-1" / f"{b:020d}.log") for b in (0, 5, 10, 15)]
+    assert went[:4] == consumed and len(went) > 4, went
