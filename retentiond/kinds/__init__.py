@@ -29,6 +29,7 @@ __all__ = [
     "ConfigError",
     "ConfigProblem",
     "KindPlugin",
+    "StoreUnusable",
     "kind_for",
     "load_settings",
     "plugin_named",
@@ -121,11 +122,23 @@ def _pick(file: ConfigFile) -> KindPlugin:
     raise ConfigError([ConfigProblem(file.file, "", None, message)])
 
 
+class StoreUnusable(ConfigError):
+    """A configuration right in itself whose store cannot be used now (every problem a store
+    error: a path missing, unmounted, unreadable, without its marker files). ``settings`` are
+    the validated settings: a round reports the store error (exit 4) and the daemon runs and
+    retries every round; ``check-config`` says so and exits 4."""
+
+    def __init__(self, problems: list[ConfigProblem], settings: Settings[StoreSection]) -> None:
+        super().__init__(problems)
+        self.settings = settings
+
+
 def load_settings(
     path: str | os.PathLike[str], *, check_store: bool = True
 ) -> Settings[StoreSection]:
     """Read, validate and (unless ``check_store`` is false) check the store the file points
-    at. Raises ``ConfigError`` carrying every problem found."""
+    at. Raises ``ConfigError`` carrying every problem found: ``StoreUnusable`` (carrying the
+    settings) when every one is a store error."""
     file = read_config_file(path)
     plugin = _pick(file)
     foreign = {
@@ -138,6 +151,8 @@ def load_settings(
     problems = list(draft.problems)
     if check_store and draft.to_check is not None:
         problems += plugin.check_store(draft.to_check)
+    if draft.settings is not None and problems and all(p.store_error for p in problems):
+        raise StoreUnusable(problems, draft.settings)
     if problems or draft.settings is None:
         raise ConfigError(problems)
     return draft.settings

@@ -168,6 +168,7 @@ class LiveCollector(Collector):
         CounterMetricFamily,
         GaugeMetricFamily,
         GaugeMetricFamily,
+        GaugeMetricFamily,
     ]:
         return (
             _g(
@@ -202,13 +203,20 @@ class LiveCollector(Collector):
                 "nothing deleted there); 0 for one it could delete from (RocketMQ: always 0).",
                 ["dir"],
             ),
+            _g(
+                "retentiond_store_dir_error",
+                "1 for a store directory the last scan could not use (missing, empty: a disk "
+                "not mounted, unreadable, without the broker's marker files; nothing is "
+                "deleted or created there, the other directories are cleaned), else 0.",
+                ["dir"],
+            ),
         )
 
     def _status(self, settings: Settings[StoreSection], now_s: float) -> Iterator[Metric]:
         if self.metrics.status is None:
             return
         doc = self.metrics.status()
-        pending, hung, manual, reloads, last_ok, plan_only = self._status_families()
+        pending, hung, manual, reloads, last_ok, plan_only, dir_error = self._status_families()
         base = list(self.metrics.base)
         # Kafka: a log dir whose .lock another process (the broker) holds is plan-only;
         # RocketMQ's store is never (it deletes beside a running broker, as the broker would)
@@ -216,6 +224,10 @@ class LiveCollector(Collector):
         held_dirs = set(held) if isinstance(held, list) else set()
         for d in settings.store_dirs:
             plan_only.add_metric([*base, d], 1.0 if d in held_dirs else 0.0)
+        erred = doc.get("store_dir_errors")
+        erred_dirs = set(erred) if isinstance(erred, Mapping) else set()
+        for d in settings.store_dirs:
+            dir_error.add_metric([*base, d], 1.0 if d in erred_dirs else 0.0)
         if isinstance(expired := doc.get("pending_expired"), int):
             pending.add_metric(base, expired)
         hung_files = doc.get("hung_files")
@@ -231,7 +243,7 @@ class LiveCollector(Collector):
         last = config.get("last_reload")
         refused = isinstance(last, Mapping) and last.get("outcome") == "refused"
         last_ok.add_metric(base, 0.0 if refused else 1.0)
-        yield from (pending, hung, manual, reloads, last_ok, plan_only)
+        yield from (pending, hung, manual, reloads, last_ok, plan_only, dir_error)
 
     # ---- configuration and build --------------------------------------------------------
     def _info_columns(self) -> tuple[str, ...]:
