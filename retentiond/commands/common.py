@@ -40,18 +40,22 @@ def load_settings_or_exit(path: str) -> Settings[StoreSection]:
 
 def read_settings_or_exit(path: str) -> tuple[Settings[StoreSection], list[ConfigProblem]]:
     """The validated settings and the store errors found checking the store (none: it can
-    be used), or the problems on stderr and exit 3."""
+    be used), or the problems on stderr and exit 3. The keys the broker would only warn
+    about (Kafka's unknown keys) are said on stderr as warnings."""
     from retentiond.kinds import StoreUnusable, load_settings
 
     try:
-        return load_settings(path), []
+        settings, store_errors = load_settings(path), []
     except StoreUnusable as exc:
-        return exc.settings, exc.problems
+        settings, store_errors = exc.settings, exc.problems
     except ConfigError as exc:
         for problem in exc.problems:
             print(f"error: {problem}", file=sys.stderr)
         print(f"{path}: configuration refused; nothing was deleted", file=sys.stderr)
         raise SystemExit(EXIT_CONFIG) from None
+    for warning in settings.warnings:  # what the broker itself would warn about and ignore
+        print(f"warning: {warning}", file=sys.stderr)
+    return settings, store_errors
 
 
 def journal_dir(settings: Settings[StoreSection]) -> Path:

@@ -31,6 +31,11 @@ from retentiond.config.loader import Claim, ConfigFile, Draft
 from retentiond.config.problems import ConfigError, ConfigProblem
 from retentiond.config.settings import Settings, StoreSection, plain
 from retentiond.config.table import Entry, KeyTable
+from retentiond.kinds.kafka.brokerkeys import (
+    is_broker_key,
+    unknown_broker_key_message,
+    unknown_log_key_message,
+)
 from retentiond.kinds.kafka.policy import TopicConfig
 
 __all__ = [
@@ -669,6 +674,7 @@ def read(file: ConfigFile, foreign: Mapping[str, str]) -> Draft[KafkaServer]:
     entries: dict[str, Entry] = {}
     kafka_props: dict[str, str] = {}
     foreign_found: dict[str, list[str]] = {}  # another kind's title → its keys in this file
+    warnings: list[ConfigProblem] = []  # keys the broker would warn about and ignore
     for key, raw in found.items():
         value = java_trim(raw)
         where = lines.get(key, [0])
@@ -698,6 +704,13 @@ def read(file: ConfigFile, foreign: Mapping[str, str]) -> Draft[KafkaServer]:
             message = TABLE.unknown_key_message(key, Format.CONF)
             problems.append(ConfigProblem(path, key, value, message))
             continue
+        if not is_broker_key(key):
+            if key.startswith("log."):
+                # a log.* key decides what the broker keeps: a misspelling would leave the
+                # broker default in force without a word (Kafka itself only warns)
+                problems.append(ConfigProblem(path, key, value, unknown_log_key_message(key)))
+                continue
+            warnings.append(ConfigProblem(path, key, value, unknown_broker_key_message(key)))
         kafka_props[key] = raw
     for other, keys in foreign_found.items():
         # one refusal naming the keys: the file as a whole is the problem, not each key
@@ -728,7 +741,9 @@ def read(file: ConfigFile, foreign: Mapping[str, str]) -> Draft[KafkaServer]:
     if problems:
         return Draft(None, problems, to_check=Settings(store=server, source=file.source))
     daemon = daemon_settings(values, TABLE.keys)
-    settings = Settings(store=server, daemon=daemon, source=Path(file.source))
+    settings = Settings(
+        store=server, daemon=daemon, source=Path(file.source), warnings=tuple(warnings)
+    )
     return Draft(settings, problems, to_check=settings)
 
 
