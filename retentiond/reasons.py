@@ -17,7 +17,8 @@ import threading
 from enum import StrEnum
 from typing import TypeAlias, TypeVar
 
-SCHEMA_VERSION = 2  # 2: reason unlink_refused; the Kafka file kind and its reasons
+SCHEMA_VERSION = 3  # 2: reason unlink_refused; the Kafka file kind and its reasons.
+# 3: the deletion's loss; keep reasons unconsumed and pending_timer
 
 
 class Kind(StrEnum):
@@ -56,6 +57,9 @@ class Reason(StrEnum):
     HELD_BY_OTHER_PROCESS = "held_by_other_process"  # first attempt: wait for the interval
     STORE_ERROR = "store_error"  # the store (or a path of it) could not be measured
     UNLINK_REFUSED = "unlink_refused"  # the last unlink failed (EPERM, EROFS...): backing off
+    # The opt-in guard (retentiond.guard.* = keep): the file holds what a reader still needs.
+    UNCONSUMED = "unconsumed"  # unread messages of an active consumer group
+    PENDING_TIMER = "pending_timer"  # pending timer, delay-level or half messages
 
     # Kafka (UnifiedLog.deleteOldSegments, shared/spec/kafka.md §2): reasons to delete.
     LOG_START_OFFSET_BREACH = "log_start_offset_breach"  # wholly below the log start offset

@@ -19,7 +19,7 @@ from pyspark.sql.types import (
     StructType,
 )
 
-SUPPORTED_SCHEMA_VERSION = 2  # 2 added the keep reason unlink_refused only
+SUPPORTED_SCHEMA_VERSION = 3  # 2: keep reason unlink_refused; 3: the deletion's `loss`
 
 
 def _f(name: str, kind: object) -> StructField:

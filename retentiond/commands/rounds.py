@@ -120,7 +120,9 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p.set_defaults(func=cmd_once)
 
     p = sub.add_parser("plan", help="show what a round would do now, with every verdict")
-    p.add_argument("--config", required=True)
+    p.add_argument(
+        "--config", required=True, help="broker.yaml, broker.conf or Kafka's server.properties"
+    )
     p.add_argument("--manual", action="store_true", help="plan a manual-delete round")
     p.add_argument("--json", action="store_true", help="the versioned plan document")
     p.add_argument("--all", action="store_true", help="list every consume-queue file")

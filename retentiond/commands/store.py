@@ -117,7 +117,7 @@ def _store_kinds() -> tuple[str, ...]:
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p = sub.add_parser("check-config", help="validate a configuration file and its store")
-    p.add_argument("file")
+    p.add_argument("file", help="broker.yaml, broker.conf or Kafka's server.properties")
     p.set_defaults(func=cmd_check_config)
 
     p = sub.add_parser("gen-store", help="generate a realistic store (tests, demo, bench)")

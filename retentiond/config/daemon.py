@@ -11,6 +11,7 @@ from collections.abc import Mapping
 from typing import Any, cast
 
 from retentiond.config import metrics
+from retentiond.config.guard import GUARD_KEYS
 from retentiond.config.keys import ConfigKey, Kind
 from retentiond.config.settings import (
     DEFAULT_INITIAL_DELAY_MS,
@@ -34,6 +35,16 @@ __all__ = [
 DAEMON_NAMESPACE = "retentiond"
 
 DAEMON_KEYS: tuple[ConfigKey, ...] = (
+    ConfigKey(
+        "retentiond.cluster",
+        "daemon.cluster",
+        Kind.TEXT,
+        "A human name for the cluster: the `cluster` label of every metric series, the "
+        "journal's origin, `status` and the shipped layout's `cluster=` directory.",
+        default=None,
+        default_doc="the cluster name the store's own configuration gives",
+        nullable=True,
+    ),
     ConfigKey(
         "retentiond.timezone",
         "daemon.timezone",
@@ -188,6 +199,7 @@ DAEMON_KEYS: tuple[ConfigKey, ...] = (
         default_doc="none",
         nullable=True,
     ),
+    *GUARD_KEYS,
 )
 
 # Keys that name *which* journal and socket this process serves, and the /metrics server
@@ -198,6 +210,7 @@ DAEMON_KEYS: tuple[ConfigKey, ...] = (
 RESTART_KEYS = frozenset(
     {
         "store.kind",
+        "retentiond.cluster",
         "retentiond.journal.dir",
         "retentiond.controlSocket",
         "retentiond.metrics.listen",

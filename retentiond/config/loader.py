@@ -17,7 +17,7 @@ from typing import Generic, TypeVar
 
 import yaml
 
-from retentiond.config.keys import Format
+from retentiond.config.keys import Format, java_trim
 from retentiond.config.problems import ConfigError, ConfigProblem
 from retentiond.config.properties import PropertyLine, parse_properties
 from retentiond.config.settings import Settings, StoreSection
@@ -69,6 +69,31 @@ class ConfigFile:
                 return frozenset()
             return frozenset(k for k in doc if isinstance(k, str))
         return frozenset(p.key for p in self.properties if p.key is not None and p.error is None)
+
+    def key_lines(self) -> dict[str, int]:
+        """The line each key is written on (1-based): a properties entry's last occurrence
+        (the one ``Properties.load`` keeps); in YAML the dotted path of every scalar key
+        (``retentiond:`` → ``journal:`` → ``dir:`` is ``retentiond.journal.dir``). Empty for
+        a file that cannot be read."""
+        if self.format is Format.CONF:
+            return {java_trim(p.key): p.line for p in self.properties if p.key is not None}
+        try:
+            root = yaml.compose(self.data, Loader=yaml.SafeLoader)
+        except Exception:  # PyYAML raises more than YAMLError on hostile input
+            return {}
+        lines: dict[str, int] = {}
+
+        def walk(node: yaml.Node | None, prefix: str, depth: int) -> None:
+            if not isinstance(node, yaml.MappingNode) or depth > 8:
+                return
+            for key_node, value_node in node.value:
+                if isinstance(key_node, yaml.ScalarNode):
+                    key = prefix + key_node.value
+                    lines[key] = key_node.start_mark.line + 1
+                    walk(value_node, key + ".", depth + 1)
+
+        walk(root, "", 0)
+        return lines
 
 
 S_co = TypeVar("S_co", bound=StoreSection, covariant=True)

@@ -52,6 +52,26 @@ class DaemonSettings:
     metrics_tls_key_file: Path | None = None
     metrics_basic_auth_username: str | None = None
     metrics_basic_auth_password_file: Path | None = None
+    # What a deletion loses (config/guard.py): report only, or keep such files.
+    guard_unconsumed: str = "report"
+    guard_timers: str = "report"
+    guard_ignore_groups: tuple[str, ...] = ()
+    guard_stale_after_ms: int = 7 * 86_400_000
+    guard_top_groups: int = 20
+    # A human name for the cluster (journal origin, metric labels, status, the shipped
+    # layout's ``cluster=``); None = the name the store kind's own configuration gives.
+    cluster: str | None = None
+
+
+_DAEMON_DEFAULTS = {f.name: f.default for f in dataclasses.fields(DaemonSettings)}
+_HASHED_ONLY_WHEN_SET = (
+    "cluster",
+    "guard_unconsumed",
+    "guard_timers",
+    "guard_ignore_groups",
+    "guard_stale_after_ms",
+    "guard_top_groups",
+)
 
 
 class StoreSection(Protocol):
@@ -132,7 +152,8 @@ class Settings(Generic[S_co]):
 
     @property
     def broker_cluster_name(self) -> str:
-        return self.store.broker_cluster_name
+        """``retentiond.cluster`` when set, else the name the kind's configuration gives."""
+        return self.daemon.cluster or self.store.broker_cluster_name
 
     @property
     def store_dirs(self) -> tuple[str, ...]:
@@ -156,7 +177,13 @@ class Settings(Generic[S_co]):
         """A JSON-ready view, for plans, `status` and reload diffs (paths as strings): the
         kind's part, then the daemon's."""
         data = dict(self.store.as_dict())
-        data["daemon"] = plain(dataclasses.asdict(self.daemon))
+        daemon = dataclasses.asdict(self.daemon)
+        # Keys added since hashes were first taken add nothing at their defaults: a file that
+        # did not change keeps its hash across an upgrade.
+        for name in _HASHED_ONLY_WHEN_SET:
+            if daemon[name] == _DAEMON_DEFAULTS[name]:
+                del daemon[name]
+        data["daemon"] = plain(daemon)
         return data
 
     @property

@@ -14,11 +14,13 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Protocol
 
 from retentiond.config.loader import Claim, ConfigFile, Draft, read_config_file
 from retentiond.config.problems import ConfigError, ConfigProblem
 from retentiond.config.settings import Settings, StoreSection
+from retentiond.config.show import ShownKey
 from retentiond.engine.kind import AnyKind, KindVoice
 from retentiond.kinds.kafka.voice import KafkaVoice
 from retentiond.kinds.rocketmq.voice import RocketMQVoice
@@ -28,12 +30,14 @@ __all__ = [
     "VOICES",
     "ConfigError",
     "ConfigProblem",
+    "EffectiveConfig",
     "KindPlugin",
     "StoreUnusable",
     "kind_for",
     "load_settings",
     "plugin_named",
     "plugins",
+    "show_config",
     "voice_named",
 ]
 
@@ -88,6 +92,11 @@ class KindPlugin(Protocol):
         """The kind, checked against ``StoreKind`` with its own snapshot and plan types."""
         ...
 
+    def show(self, file: ConfigFile, settings: Settings[StoreSection]) -> list[ShownKey]:
+        """Every key the kind reads of ``file`` (the daemon's included), its effective value
+        and its source, in the kind's reference order; never a secret."""
+        ...
+
 
 def plugins() -> tuple[KindPlugin, ...]:
     """The registered kinds, in the order their claims are asked."""
@@ -133,13 +142,10 @@ class StoreUnusable(ConfigError):
         self.settings = settings
 
 
-def load_settings(
-    path: str | os.PathLike[str], *, check_store: bool = True
-) -> Settings[StoreSection]:
-    """Read, validate and (unless ``check_store`` is false) check the store the file points
-    at. Raises ``ConfigError`` carrying every problem found: ``StoreUnusable`` (carrying the
-    settings) when every one is a store error."""
-    file = read_config_file(path)
+def _read(
+    file: ConfigFile, *, check_store: bool = True
+) -> tuple[KindPlugin, Settings[StoreSection]]:
+    """The kind that claims ``file`` and the settings it made of it, or ``ConfigError``."""
     plugin = _pick(file)
     foreign = {
         key: other.title
@@ -155,7 +161,34 @@ def load_settings(
         raise StoreUnusable(problems, draft.settings)
     if problems or draft.settings is None:
         raise ConfigError(problems)
-    return draft.settings
+    return plugin, draft.settings
+
+
+def load_settings(
+    path: str | os.PathLike[str], *, check_store: bool = True
+) -> Settings[StoreSection]:
+    """Read, validate and (unless ``check_store`` is false) check the store the file points
+    at. Raises ``ConfigError`` carrying every problem found: ``StoreUnusable`` (carrying the
+    settings) when every one is a store error."""
+    return _read(read_config_file(path), check_store=check_store)[1]
+
+
+@dataclass(frozen=True)
+class EffectiveConfig:
+    """A configuration key by key (``retentiond config show``)."""
+
+    title: str  # the kind's name in messages
+    settings: Settings[StoreSection]
+    keys: list[ShownKey]
+
+
+def show_config(path: str | os.PathLike[str]) -> EffectiveConfig:
+    """Every effective key of the file, its value and its source. The file must validate
+    (``ConfigError`` otherwise); its store is not checked: the configuration is shown even
+    while a mount is missing."""
+    file = read_config_file(path)
+    plugin, settings = _read(file, check_store=False)
+    return EffectiveConfig(plugin.title, settings, plugin.show(file, settings))
 
 
 def kind_for(settings: Settings[StoreSection]) -> AnyKind:

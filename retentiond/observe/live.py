@@ -23,7 +23,7 @@ from collections.abc import Callable, Iterator, Mapping
 from typing import Protocol
 
 import structlog
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.core import Metric
 from prometheus_client.registry import Collector
 
 from retentiond import __version__
@@ -31,6 +31,7 @@ from retentiond.config.settings import Settings, StoreSection
 from retentiond.engine.figures import StoreStats
 from retentiond.engine.kind import AnyKind
 from retentiond.kinds import VOICES
+from retentiond.observe.families import Counter, Gauge
 
 log = structlog.get_logger(__name__)
 
@@ -38,8 +39,8 @@ BASE = ["cluster", "broker"]
 RELOAD_RESULTS = ("applied", "unchanged", "refused")
 
 
-def _g(name: str, doc: str, labels: list[str] | None = None) -> GaugeMetricFamily:
-    return GaugeMetricFamily(name, doc, labels=[*BASE, *(labels or [])])
+def _g(name: str, doc: str, labels: list[str] | None = None) -> Gauge:
+    return Gauge(name, doc, [*BASE, *(labels or [])])
 
 
 class MetricsState(Protocol):
@@ -79,7 +80,7 @@ class LiveCollector(Collector):
 
     # ---- disk ---------------------------------------------------------------------------
     @staticmethod
-    def _disk_families() -> tuple[GaugeMetricFamily, GaugeMetricFamily, GaugeMetricFamily]:
+    def _disk_families() -> tuple[Gauge, Gauge, Gauge]:
         return (
             _g(
                 "retentiond_disk_used_ratio",
@@ -89,15 +90,17 @@ class LiveCollector(Collector):
             ),
             _g(
                 "retentiond_disk_state",
-                "1 for the disk state the next round would act on (ok, over_max_ratio, "
-                "clean_forcibly, warning_level: the broker rejects writes; unknown: a path "
-                "cannot be measured), 0 for the others.",
+                "1 for the disk state the next round would act on, 0 for the others. "
+                "RocketMQ: ok, over_max_ratio, clean_forcibly, warning_level (the broker "
+                "rejects writes), unknown (a path cannot be measured); Kafka: ok, "
+                "warning_level (a log dir above the warning ratio).",
                 ["state"],
             ),
             _g(
                 "retentiond_disk_threshold_ratio",
-                "The configured ratio above which each disk state begins "
-                "(diskMaxUsedSpaceRatio, diskSpaceCleanForciblyRatio, diskSpaceWarningLevelRatio).",
+                "The configured ratio above which each disk state begins (RocketMQ: "
+                "diskMaxUsedSpaceRatio, diskSpaceCleanForciblyRatio, "
+                "diskSpaceWarningLevelRatio; Kafka: the warning ratio, 0.90 by default).",
                 ["state"],
             ),
         )
@@ -117,7 +120,7 @@ class LiveCollector(Collector):
 
     # ---- store figures (cached by the last round) -----------------------------------------
     @staticmethod
-    def _store_families() -> tuple[GaugeMetricFamily, ...]:
+    def _store_families() -> tuple[Gauge, ...]:
         return (
             _g("retentiond_files", "Files in the store, by kind (as of the last scan).", ["kind"]),
             _g(
@@ -161,15 +164,7 @@ class LiveCollector(Collector):
 
     # ---- the daemon's status ------------------------------------------------------------
     @staticmethod
-    def _status_families() -> tuple[
-        GaugeMetricFamily,
-        GaugeMetricFamily,
-        GaugeMetricFamily,
-        CounterMetricFamily,
-        GaugeMetricFamily,
-        GaugeMetricFamily,
-        GaugeMetricFamily,
-    ]:
+    def _status_families() -> tuple[Gauge, Gauge, Gauge, Counter, Gauge, Gauge, Gauge, Gauge]:
         return (
             _g(
                 "retentiond_expired_files_pending",
@@ -186,11 +181,11 @@ class LiveCollector(Collector):
                 "Rounds left that run a deletion pass at any hour after trigger-delete (20 per "
                 "request, as the broker's executeDeleteFilesManually).",
             ),
-            CounterMetricFamily(
+            Counter(
                 "retentiond_config_reloads",
                 "Configuration reloads (SIGHUP or file change), by result: applied, unchanged, "
                 "refused (the running configuration was kept).",
-                labels=[*BASE, "result"],
+                [*BASE, "result"],
             ),
             _g(
                 "retentiond_config_last_reload_successful",
@@ -202,6 +197,13 @@ class LiveCollector(Collector):
                 "whose .lock another process (the broker) holds (planned and explained, "
                 "nothing deleted there); 0 for one it could delete from (RocketMQ: always 0).",
                 ["dir"],
+            ),
+            _g(
+                "retentiond_scan_files",
+                "Files the last scan gave each verdict (delete, keep) and reason, the counts "
+                "`retentiond status` shows (Kafka: segments; RocketMQ's expired files are "
+                "retentiond_expired_files_pending).",
+                ["verdict", "reason"],
             ),
             _g(
                 "retentiond_store_dir_error",
@@ -216,7 +218,9 @@ class LiveCollector(Collector):
         if self.metrics.status is None:
             return
         doc = self.metrics.status()
-        pending, hung, manual, reloads, last_ok, plan_only, dir_error = self._status_families()
+        pending, hung, manual, reloads, last_ok, plan_only, verdicts, dir_error = (
+            self._status_families()
+        )
         base = list(self.metrics.base)
         # Kafka: a log dir whose .lock another process (the broker) holds is plan-only;
         # RocketMQ's store is never (it deletes beside a running broker, as the broker would)
@@ -243,7 +247,14 @@ class LiveCollector(Collector):
         last = config.get("last_reload")
         refused = isinstance(last, Mapping) and last.get("outcome") == "refused"
         last_ok.add_metric(base, 0.0 if refused else 1.0)
-        yield from (pending, hung, manual, reloads, last_ok, plan_only, dir_error)
+        scan = doc.get("scan")
+        counts_by_verdict = scan.get("reasons") if isinstance(scan, Mapping) else None
+        if isinstance(counts_by_verdict, Mapping):  # "delete:retention_ms_breach": 12, ...
+            for key, n in sorted(counts_by_verdict.items()):
+                verdict, _, reason = str(key).partition(":")
+                if isinstance(n, int):
+                    verdicts.add_metric([*base, verdict, reason], float(n))
+        yield from (pending, hung, manual, reloads, last_ok, plan_only, verdicts, dir_error)
 
     # ---- configuration and build --------------------------------------------------------
     def _info_columns(self) -> tuple[str, ...]:
@@ -254,7 +265,7 @@ class LiveCollector(Collector):
             names.update(dict.fromkeys(voice.info_label_names))
         return tuple(names)
 
-    def _config_families(self) -> tuple[GaugeMetricFamily, ...]:
+    def _config_families(self) -> tuple[Gauge, ...]:
         return (
             _g(
                 "retentiond_config_info",

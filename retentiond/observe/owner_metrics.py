@@ -11,17 +11,18 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 
-from prometheus_client.core import GaugeMetricFamily, Metric
+from prometheus_client.core import Metric
 from prometheus_client.registry import Collector
 
 from retentiond.engine.proc.owner import OwnerReport
+from retentiond.observe.families import Gauge
 
 BASE = ["cluster", "broker"]
 INFO_LABELS = ["pid", "name", "type", "main_class", "user"]
 
 
-def _g(name: str, doc: str, labels: list[str] | None = None) -> GaugeMetricFamily:
-    return GaugeMetricFamily(name, doc, labels=[*BASE, *(labels or [])])
+def _g(name: str, doc: str, labels: list[str] | None = None) -> Gauge:
+    return Gauge(name, doc, [*BASE, *(labels or [])])
 
 
 class OwnerCollector(Collector):
@@ -33,7 +34,7 @@ class OwnerCollector(Collector):
         yield from self._families()
 
     @staticmethod
-    def _families() -> tuple[GaugeMetricFamily, ...]:
+    def _families() -> tuple[Gauge, ...]:
         return (
             _g(
                 "retentiond_owner_running",
@@ -61,8 +62,9 @@ class OwnerCollector(Collector):
                 "'Map failed' at vm.max_map_count.",
             ),
             _g(
-                "retentiond_vm_max_map_count",
-                "vm.max_map_count: the most memory maps one process may have.",
+                "retentiond_owner_max_memory_maps",
+                "vm.max_map_count, the most memory maps one process (the broker) may have; "
+                "read from the host even while no broker runs.",
             ),
             _g(
                 "retentiond_owner_resident_memory_bytes",

@@ -586,6 +586,13 @@ def generate_store(root: Path, spec: StoreSpec) -> GeneratedStore:
         _write_small(str(root / "checkpoint"), encode_checkpoint(checkpoint), 0, False, now_ms)
     if spec.lock_file:
         _write_small(str(root / "lock"), b"lock", 0, False, now_ms)
+    # A broker persists its (here empty) consumer offsets within seconds of starting: fastjson
+    # 1.x pretty format, TAB indents, no trailing newline (shared/spec/consumers.md §A.1.2).
+    offsets = (
+        '{\n\t"dataVersion":{\n\t\t"counter":0,\n\t\t"stateVersion":0,\n'
+        f'\t\t"timestamp":{now_ms}\n\t}},\n\t"groupTopicMap":{{}},\n\t"offsetTable":{{}}\n}}'
+    )
+    _write_small(str(root / "config" / "consumerOffset.json"), offsets.encode(), 0, False, now_ms)
 
     return GeneratedStore(
         root=root,

@@ -157,6 +157,25 @@ def test_example_config_loads_and_documents_every_key(write) -> None:
     )
 
 
+def test_retentiond_cluster_names_the_cluster_over_broker_cluster_name(write) -> None:
+    plain = load_yaml(write, "brokerClusterName: orders\n")
+    assert plain.broker_cluster_name == "orders"
+    named = load_yaml(write, "brokerClusterName: orders\nretentiond:\n  cluster: payments\n")
+    assert named.broker_cluster_name == "payments"
+    assert named.store.broker_cluster_name == "orders"  # the broker's own key, as written
+    conf = load_conf(write, "retentiond.cluster=payments\n")
+    assert conf.broker_cluster_name == "payments"
+    # unset, the canonical form is the one before the key existed: the same hash
+    daemon = plain.as_dict()["daemon"]
+    assert isinstance(daemon, dict) and "cluster" not in daemon
+    assert named.config_hash != plain.config_hash
+    bad = write("bad.yaml", "retentiond:\n  cluster: a/b\n")
+    assert [str(p) for p in refusals(bad)] == [
+        f"{bad}: key 'retentiond.cluster' = 'a/b': must not contain '/' or "
+        "control characters, nor be '.' or '..'"
+    ]
+
+
 def test_source_is_absolute_not_symlink_resolved(write, tmp_path: Path, monkeypatch) -> None:
     real = write("real.yaml", "fileReservedTime: 1\n")
     link = tmp_path / "link.yaml"
@@ -1018,6 +1037,7 @@ def _changed_value(spec: ConfigKey) -> str:
         "cleanFileForciblyEnable": "false",
         "brokerName": "other",
         "brokerClusterName": "other",
+        "retentiond.cluster": "payments",
         "retentiond.timezone": "UTC",
         "retentiond.dryRun": "true",
         "retentiond.journal.dir": "/j",
@@ -1029,6 +1049,10 @@ def _changed_value(spec: ConfigKey) -> str:
         "retentiond.journal.maxSegmentAge": "60000",
         "retentiond.ship.target": "/fleet",
         "retentiond.ship.interval": "60000",
+        "retentiond.guard.unconsumed": "keep",
+        "retentiond.guard.timers": "keep",
+        "retentiond.guard.ignoreGroups": "[g1]",
+        "retentiond.guard.staleAfter": "1d",
     }.get(spec.key, "3")
 
 

@@ -16,7 +16,9 @@ never deleted from.
 from __future__ import annotations
 
 import dataclasses
+import math
 import os
+import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -26,10 +28,20 @@ import yaml
 
 from retentiond.config import properties
 from retentiond.config.daemon import DAEMON_KEYS, DAEMON_NAMESPACE, cross_checks, daemon_settings
-from retentiond.config.keys import Format, closest_key, java_trim, squash
+from retentiond.config.keys import (
+    ConfigKey,
+    Format,
+    Invalid,
+    ValueType,
+    closest_key,
+    java_trim,
+    squash,
+)
 from retentiond.config.loader import Claim, ConfigFile, Draft
 from retentiond.config.problems import ConfigError, ConfigProblem
+from retentiond.config.reference import render_reference
 from retentiond.config.settings import Settings, StoreSection, plain
+from retentiond.config.show import ShownKey, Source, daemon_rows, shown
 from retentiond.config.table import Entry, KeyTable
 from retentiond.kinds.kafka.brokerkeys import (
     is_broker_key,
@@ -67,6 +79,10 @@ DEFAULT_RETENTION_MS = 7 * 24 * 3600 * 1000  # log.retention.hours=168
 DEFAULT_CHECK_INTERVAL_MS = 300_000  # log.retention.check.interval.ms
 DEFAULT_SEGMENT_DELETE_DELAY_MS = 60_000  # log.segment.delete.delay.ms
 DEFAULT_LOG_DIR = "/tmp/kafka-logs"  # Kafka's log.dir default
+# The used ratio of a log dir's filesystem above which its disk is at the warning level
+# (retentiond.kafka.diskWarningRatio). Kafka has no such setting of its own: a broker writes
+# until the disk is full and then takes the log dir offline.
+DEFAULT_DISK_WARNING_RATIO = 0.90
 # How long a refused unlink waits at most before it is tried again (the engine's backoff).
 RETRY_INTERVAL_MS = 120_000
 # A reload may not change which log dirs (their locks are taken once) nor which broker (the
@@ -75,8 +91,102 @@ RESTART_KEYS = frozenset({"log.dirs", "metadata.log.dir", "node.id"})
 _INT_MIN, _INT_MAX = -(2**31), 2**31 - 1
 _LONG_MIN, _LONG_MAX = -(2**63), 2**63 - 1
 _T = TypeVar("_T")
+_FRACTION = re.compile(r"(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)")
+
+
+def _coerce_overrides(spec: ConfigKey, raw: object, fmt: Format) -> str:
+    """The overrides file as written; ``read_server`` resolves and reads it."""
+    return java_trim(str(raw))
+
+
+def _coerce_unknown_topics(spec: ConfigKey, raw: object, fmt: Format) -> str:
+    text = str(raw)
+    if text not in (UNKNOWN_TOPICS_KEEP, UNKNOWN_TOPICS_BROKER_DEFAULTS):
+        raise Invalid(f"expected {UNKNOWN_TOPICS_KEEP} or {UNKNOWN_TOPICS_BROKER_DEFAULTS}")
+    return text
+
+
+def _coerce_bool(spec: ConfigKey, raw: object, fmt: Format) -> bool:
+    try:
+        return _bool(spec.key, str(raw))
+    except _Refused as e:
+        raise Invalid(e.message) from None
+
+
+def _coerce_ratio(spec: ConfigKey, raw: object, fmt: Format) -> float:
+    """A used-disk ratio in (0, 1]; a percent (90) is refused with the fraction it means."""
+    text = java_trim(str(raw))
+    if not _FRACTION.fullmatch(text):
+        raise Invalid("must be a fraction greater than 0 and at most 1, like 0.90")
+    value = float(text)
+    if math.isfinite(value) and 0 < value <= 1:
+        return value
+    percent = text.isdigit() and 1 < value <= 100  # 90 written for 0.90
+    hint = f"; did you mean {value / 100:.2f}?" if percent else ""
+    raise Invalid(f"must be a fraction greater than 0 and at most 1{hint}")
+
+
+def _fixed(text: str) -> Callable[[ConfigKey], str]:
+    def allowed(spec: ConfigKey) -> str:
+        return text
+
+    return allowed
+
+
+OVERRIDES_FILE = ValueType(
+    "file path", _coerce_overrides, _fixed("absolute, or relative to the config file")
+)
+UNKNOWN_TOPICS = ValueType(
+    "word",
+    _coerce_unknown_topics,
+    _fixed(f"`{UNKNOWN_TOPICS_KEEP}` / `{UNKNOWN_TOPICS_BROKER_DEFAULTS}`"),
+)
+BOOL = ValueType("boolean", _coerce_bool, _fixed("`true` / `false`"))
+RATIO = ValueType("fraction", _coerce_ratio, _fixed("greater than 0, at most 1"))
+
+# retentiond's own Kafka keys (written dotted in server.properties, nested in YAML).
+KAFKA_KEYS: tuple[ConfigKey, ...] = (
+    ConfigKey(
+        "retentiond.kafka.topicOverrides",
+        "retentiond.kafka.topicOverrides",
+        OVERRIDES_FILE,
+        "A YAML file `topic: {retention.ms: 86400000, cleanup.policy: [compact, delete]}` of "
+        "per-topic configs, for clusters whose topics are not in a KRaft metadata log.",
+        default=None,
+        default_doc="none",
+        nullable=True,
+    ),
+    ConfigKey(
+        "retentiond.kafka.unknownTopics",
+        "unknown_topics",
+        UNKNOWN_TOPICS,
+        "A topic whose config is found nowhere: `keep` never deletes from it, "
+        "`brokerDefaults` judges it by the broker's defaults.",
+        default=UNKNOWN_TOPICS_KEEP,
+    ),
+    ConfigKey(
+        "retentiond.kafka.timeIndexCompat",
+        "time_index_compat",
+        BOOL,
+        "Take a segment's largest timestamp from its last time-index entry, as a broker that "
+        "loaded the segment without recovering it does, instead of the largest batch "
+        "timestamp.",
+        default=False,
+    ),
+    ConfigKey(
+        "retentiond.kafka.diskWarningRatio",
+        "disk_warning_ratio",
+        RATIO,
+        "Used ratio of a log dir's filesystem above which `retentiond_disk_state` says "
+        "`warning_level` (Kafka itself has no such limit: a full disk takes the log dir "
+        "offline).",
+        default=DEFAULT_DISK_WARNING_RATIO,
+        unit="fraction of disk",
+    ),
+)
+_KAFKA_KEY = {spec.key: spec for spec in KAFKA_KEYS}
 # retentiond's own Kafka keys (dotted, prefix ``retentiond.``)
-OWN_KEYS = ("kafka.topicOverrides", "kafka.unknownTopics", "kafka.timeIndexCompat")
+OWN_KEYS = tuple(spec.key.removeprefix("retentiond.") for spec in KAFKA_KEYS)
 
 
 def is_kafka_keys(keys: object) -> bool:
@@ -309,6 +419,7 @@ class KafkaServer:
     topic_overrides: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
     unknown_topics: str = UNKNOWN_TOPICS_KEEP
     time_index_compat: bool = False  # retentiond.kafka.timeIndexCompat (policy, §4.3)
+    disk_warning_ratio: float = DEFAULT_DISK_WARNING_RATIO  # retentiond.kafka.diskWarningRatio
     defaults: TopicConfig = field(default_factory=TopicConfig)  # a topic without overrides
     log_dirs_key: str = "log.dirs"  # the key the file wrote the log dirs with
     # the journal's and the metrics' labels: ``kafka-<node.id>`` and meta.properties' cluster.id
@@ -356,13 +467,19 @@ class KafkaServer:
             },
             "retentiond.kafka.unknownTopics": self.unknown_topics,
             "retentiond.kafka.timeIndexCompat": self.time_index_compat,
+            "retentiond.kafka.diskWarningRatio": self.disk_warning_ratio,
         }
 
     def as_dict(self) -> dict[str, object]:
-        """Its part of the canonical form (the config hash): the kind, its keys, its names."""
+        """Its part of the canonical form (the config hash): the kind, its keys, its names.
+        The disk warning ratio counts only when it is not the default, so that a file that
+        does not set it keeps the hash it had before the key existed."""
+        values = self.key_values()
+        if self.disk_warning_ratio == DEFAULT_DISK_WARNING_RATIO:
+            del values["retentiond.kafka.diskWarningRatio"]
         return {
             "kind": KIND_NAME,
-            "kafka": plain(self.key_values()),
+            "kafka": plain(values),
             "broker_name": self.broker_name,
             "broker_cluster_name": self.broker_cluster_name,
         }
@@ -523,12 +640,21 @@ def read_server(props: Mapping[str, str], path: str) -> KafkaServer:
         1,
     )
     own = {k[len("retentiond.") :]: v for k, v in props.items() if k.startswith("retentiond.")}
-    unknown = own.get("kafka.unknownTopics", UNKNOWN_TOPICS_KEEP)
-    if unknown not in (UNKNOWN_TOPICS_KEEP, UNKNOWN_TOPICS_BROKER_DEFAULTS):
-        refuse("retentiond.kafka.unknownTopics", unknown, "expected keep or brokerDefaults")
-    compat = check(
-        _bool, "retentiond.kafka.timeIndexCompat", own.get("kafka.timeIndexCompat", "false")
-    )
+
+    def own_value(key: str) -> object:
+        spec = _KAFKA_KEY[key]
+        raw = own.get(key.removeprefix("retentiond."))
+        if raw is None:
+            return spec.default
+        try:
+            return spec.coerce(raw, Format.CONF)
+        except Invalid as e:
+            refuse(key, raw, str(e))
+            return spec.default
+
+    unknown = str(own_value("retentiond.kafka.unknownTopics"))
+    compat = own_value("retentiond.kafka.timeIndexCompat")
+    warning_ratio = own_value("retentiond.kafka.diskWarningRatio")
     overrides: dict[str, dict[str, str]] = {}
     if "kafka.topicOverrides" in own:
         ov_path = own["kafka.topicOverrides"]
@@ -557,6 +683,7 @@ def read_server(props: Mapping[str, str], path: str) -> KafkaServer:
         topic_overrides=overrides,
         unknown_topics=unknown,
         time_index_compat=bool(compat),
+        disk_warning_ratio=cast(float, warning_ratio),
         defaults=broker_topic_defaults(broker_props, path),
         log_dirs_key=key,
     )
@@ -752,3 +879,82 @@ def kafka_of(settings: Settings[StoreSection]) -> Settings[KafkaServer]:
     if not isinstance(settings.store, KafkaServer):
         raise TypeError(f"not a Kafka configuration: {settings.store.kind_name}")
     return cast(Settings[KafkaServer], settings)
+
+
+# ---- the effective configuration, key by key (``retentiond config show``) ---------------
+
+# A broker key retentiond reads, and the synonyms Kafka accepts for it (highest precedence
+# first; KafkaConfig); its default is Kafka's, as ``read_server`` applies it.
+_SHOWN_BROKER_KEYS: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("log.dirs", ("log.dir",)),
+    ("metadata.log.dir", ()),
+    ("node.id", ("broker.id",)),
+    ("log.cleanup.policy", ()),
+    ("log.retention.ms", ("log.retention.minutes", "log.retention.hours")),
+    ("log.retention.bytes", ()),
+    ("log.segment.delete.delay.ms", ()),
+    ("log.cleaner.enable", ()),
+    ("log.retention.check.interval.ms", ()),
+)
+# How ``config show`` words a default that is no value.
+_DEFAULT_WORDS = {"metadata.log.dir": "the first log dir", "node.id": "none"}
+
+
+def _effective(server: KafkaServer) -> dict[str, object]:
+    """The broker keys' effective values (JSON-ready)."""
+    defaults = server.defaults
+    return {
+        "log.dirs": list(server.log_dirs),
+        "metadata.log.dir": server.metadata_log_dir,
+        "node.id": server.node_id,
+        "log.cleanup.policy": ",".join(sorted(defaults.cleanup_policy)),
+        "log.retention.ms": defaults.retention_ms,
+        "log.retention.bytes": defaults.retention_bytes,
+        "log.segment.delete.delay.ms": server.segment_delete_delay_ms,
+        "log.cleaner.enable": server.cleaner_enable,
+        "log.retention.check.interval.ms": server.retention_check_interval_ms,
+    }
+
+
+def shown_keys(file: ConfigFile, settings: Settings[KafkaServer]) -> list[ShownKey]:
+    """Every key retentiond reads of a Kafka broker's file, its effective value and its
+    source: the file, Kafka's default, or a synonym standing for it (``log.retention.hours``
+    for ``log.retention.ms``, ``log.dir`` for ``log.dirs``, ``broker.id`` for ``node.id``),
+    as ``kafka-configs --describe --all`` shows them. The broker's other keys (its
+    listeners' passwords among them) are not retentiond's and never shown."""
+    server = settings.store
+    lines = file.key_lines()
+    written = {k for k in lines if not k.startswith(DAEMON_NAMESPACE + ".")}
+    if file.format is Format.YAML:  # nested mappings: only the top level is Kafka's
+        written = {k for k in written if k in file.top_level_keys()}
+    if server.log_dirs_key != "log.dirs":  # written blank: Kafka falls back to log.dir
+        written.discard("log.dirs")
+    effective = _effective(server)
+    rows: list[ShownKey] = []
+    for key, synonyms in _SHOWN_BROKER_KEYS:
+        value = effective[key]
+        synonym = next((k for k in synonyms if k in written), None)
+        if key in written:
+            rows.append(ShownKey(key, value, Source.FILE, lines.get(key)))
+        elif synonym is not None:
+            row = ShownKey(key, value, Source.SYNONYM, lines.get(synonym), synonym=synonym)
+            rows.append(row)
+        else:
+            rows.append(ShownKey(key, value, Source.DEFAULT, default_doc=_DEFAULT_WORDS.get(key)))
+    own = {
+        "retentiond.kafka.topicOverrides": server.retentiond.get("kafka.topicOverrides"),
+        "retentiond.kafka.unknownTopics": server.unknown_topics,
+        "retentiond.kafka.timeIndexCompat": server.time_index_compat,
+        "retentiond.kafka.diskWarningRatio": server.disk_warning_ratio,
+    }
+    rows += [shown(spec, own[spec.key], lines) for spec in KAFKA_KEYS]
+    return rows + daemon_rows(settings.daemon, TABLE.keys, lines)
+
+
+def render_reference_markdown() -> str:
+    """The README's reference of retentiond's own Kafka keys, from the table they are read by."""
+    return render_reference(
+        KAFKA_KEYS,
+        "Written dotted in `server.properties` (`retentiond.kafka.diskWarningRatio=0.85`), "
+        "nested under `retentiond:` → `kafka:` in a YAML file.",
+    )

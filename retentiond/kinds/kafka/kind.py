@@ -29,7 +29,12 @@ from retentiond.engine.kind import BrokerMain, Cadence, RoundServices, StatusDoc
 from retentiond.engine.runs import Run
 from retentiond.journal.rollup import IdleView
 from retentiond.kinds.kafka import formats as fm
-from retentiond.kinds.kafka.config import KafkaServer, broker_retention, kafka_of
+from retentiond.kinds.kafka.config import (
+    DEFAULT_DISK_WARNING_RATIO,
+    KafkaServer,
+    broker_retention,
+    kafka_of,
+)
 from retentiond.kinds.kafka.metadata import METADATA_PARTITION_DIR, MetadataError, read_metadata
 from retentiond.kinds.kafka.offline import (
     LogDirLock,
@@ -45,6 +50,9 @@ from retentiond.kinds.kafka.scan import LogDirSnapshot, scan_log_dir
 from retentiond.kinds.kafka.storecheck import log_dir_problem
 from retentiond.kinds.kafka.voice import KafkaVoice
 from retentiond.reasons import KAFKA_DELETE_REASONS, FileKind, Kind, Reason
+
+DISK_WARNING_RATIO = DEFAULT_DISK_WARNING_RATIO  # retentiond.kafka.diskWarningRatio's default
+DISK_STATES = ("ok", "warning_level")  # RocketMQ's over_max_ratio and clean_forcibly: never
 
 
 @dataclass(frozen=True)
@@ -73,7 +81,6 @@ class Kafka(KafkaVoice):
     deletion_series: tuple[tuple[Kind, Reason], ...] = tuple(
         (Kind.KAFKA_SEGMENT, r) for r in sorted(KAFKA_DELETE_REASONS)
     )
-
     # Kafka's main class in ZooKeeper and KRaft mode alike.
     brokers: tuple[BrokerMain, ...] = (
         BrokerMain("kafka", "a Kafka broker (kafka.Kafka)", classes=frozenset({"kafka.Kafka"})),
@@ -92,6 +99,13 @@ class Kafka(KafkaVoice):
         change while running (``log.dirs`` is a restart key), so the locks stay."""
         self.settings = kafka_of(settings)
         self.server = self.settings.store
+
+    @property
+    def disk_warning_ratio(self) -> float:
+        """The used ratio of a log dir's filesystem above which its disk is at the warning
+        level (``retentiond_disk_state{state="warning_level"}``):
+        ``retentiond.kafka.diskWarningRatio``."""
+        return self.server.disk_warning_ratio
 
     # ---- where its files are ------------------------------------------------------------
     def directories(self) -> tuple[str, ...]:
@@ -351,7 +365,22 @@ class Kafka(KafkaVoice):
         return StoreStats({Kind.KAFKA_SEGMENT: KindStats(count, size, oldest, plan.now_ms)})
 
     def disk_figures(self, settings: Settings[StoreSection], now_ms: int) -> DiskFigures:
-        return DiskFigures(tuple(("log_dir", measure_path(d)) for d in self.server.log_dirs))
+        """Each log dir's filesystem, and the disk state: ``warning_level`` when one of them is
+        above ``disk_warning_ratio`` (as RocketMQ's warning level, strictly above), ``ok`` when
+        every one was measured and none is, no state at all while a dir cannot be measured
+        and none is above (a dir we cannot see is never called ok)."""
+        paths = tuple(("log_dir", measure_path(d)) for d in self.server.log_dirs)
+        ratios = [u.ratio for _, u in paths]
+        limit = self.disk_warning_ratio
+        if any(r is not None and r > limit for r in ratios):
+            state: str | None = "warning_level"
+        elif all(r is not None for r in ratios):
+            state = "ok"
+        else:
+            state = None
+        return DiskFigures(
+            paths, state=state, states=DISK_STATES, thresholds=(("warning_level", limit),)
+        )
 
     def phases_succeeded(self, plan: KafkaPlan) -> tuple[str, ...]:
         return () if plan.errors else self.phases

@@ -379,6 +379,7 @@ def _plan(
                     topic,
                     partition,
                     detail,
+                    None,  # loss
                 ),
             )
         )
@@ -400,6 +401,7 @@ def _plan(
                     topic,
                     partition,
                     first[1],
+                    None,  # loss
                 ),
             )
         )
@@ -444,6 +446,7 @@ def _plan(
                         topic,
                         partition,
                         detail,
+                        None,  # loss
                     ),
                 )
 
@@ -453,7 +456,7 @@ def _plan(
 
 
 _SEGMENT = Kind.KAFKA_SEGMENT
-# a Decision from its ten fields without NamedTuple's Python-level __new__ (200,000 a plan)
+# a Decision from its eleven fields without NamedTuple's Python-level __new__ (200,000 a plan)
 _new_tuple = tuple.__new__
 _KEEP = Verdict.KEEP
 _DELETE = Verdict.DELETE

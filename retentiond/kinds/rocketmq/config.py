@@ -43,6 +43,7 @@ from retentiond.config.loader import Claim, ConfigFile, Draft
 from retentiond.config.readers import read_properties, read_yaml
 from retentiond.config.reference import render_reference
 from retentiond.config.settings import DaemonSettings, Settings, StoreSection, plain
+from retentiond.config.show import ShownKey, daemon_rows, shown
 from retentiond.config.table import KeyTable
 from retentiond.kinds.rocketmq.formats import (
     CQ_UNIT_SIZE,
@@ -679,6 +680,17 @@ def read(file: ConfigFile, foreign: Mapping[str, str]) -> Draft[RocketMQStore]:
         store = RocketMQStore(store_path_root_dir=root, store_path_commitlog=commitlog)
         to_check = Settings(store=store, source=file.source)
     return Draft(settings, problems, to_check)
+
+
+def shown_keys(file: ConfigFile, settings: Settings[RocketMQStore]) -> list[ShownKey]:
+    """Every key of a RocketMQ file, its effective value and its source (the file or the
+    default), in reference order. RocketMQ has no synonyms; in broker.conf the two
+    ``diskSpace…Ratio`` percents are shown as the fractions they stand for, as broker.yaml
+    writes them."""
+    lines = file.key_lines()
+    store = settings.store
+    rows = [shown(spec, getattr(store, spec.field), lines) for spec in ROCKETMQ_KEYS]
+    return rows + daemon_rows(settings.daemon, _DAEMON_KEYS, lines)
 
 
 def render_reference_markdown() -> str:

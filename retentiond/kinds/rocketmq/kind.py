@@ -26,16 +26,24 @@ from retentiond.engine.execute import open_dir_below
 from retentiond.engine.figures import DiskFigures, StoreStats
 from retentiond.engine.holds import HeldFile
 from retentiond.engine.kind import BrokerMain, Cadence, RoundServices, StatusDoc
+from retentiond.engine.loss import Loss, Progress
 from retentiond.engine.runs import Outcome, Run
 from retentiond.journal.place import default_journal_dir
 from retentiond.journal.rollup import IdleView
 from retentiond.kinds.rocketmq import scancache
-from retentiond.kinds.rocketmq.commitlog import expired_pending, newest_kept_index, plan_commitlog
+from retentiond.kinds.rocketmq.commitlog import (
+    expired_pending,
+    first_kept_offset,
+    newest_kept_index,
+    plan_commitlog,
+)
 from retentiond.kinds.rocketmq.config import RocketMQStore, rocketmq_of
 from retentiond.kinds.rocketmq.disk import DiskUsage, measure, round_fields
 from retentiond.kinds.rocketmq.figures import disk_figures, status_fields, store_stats
 from retentiond.kinds.rocketmq.holds import HoldRules, hold_commitlog, hold_queues
+from retentiond.kinds.rocketmq.loss import GroupPolicy, commitlog_losses
 from retentiond.kinds.rocketmq.plan import CommitLogPlan, Plan, QueueDecision, QueuesPlan
+from retentiond.kinds.rocketmq.progress import ConsumerProgress, read_progress
 from retentiond.kinds.rocketmq.queues import plan_queues
 from retentiond.kinds.rocketmq.reader import BinaryReader, read_index_header
 from retentiond.kinds.rocketmq.report import render_plan
@@ -90,6 +98,9 @@ class RocketMQ(RocketMQVoice):
         self.dry_run_min_offset = 0  # the same gate for dry-run rounds (never for real ones)
         self.last_dir_errors: dict[str, str] = {}  # the root, if the last scan could not use it
         self.last_usage: DiskUsage | None = None  # per-path ratios for the round record
+        self.last_progress = Progress.UNKNOWN  # the consumer progress the last round read
+        self.last_loss: tuple[Loss, ...] = ()  # what the last round's deletions lose
+        self.group_moves: dict[str, tuple[int, int]] = {}  # group -> (offsets digest, since ms)
         # The scan cache file (see scancache): loaded before the first scan, written after a
         # remembering round that had to list or read anything. None: not yet looked up.
         self._cache_path: Path | None = None
@@ -185,6 +196,7 @@ class RocketMQ(RocketMQVoice):
         s = self.settings
         rnd.phase(Kind.COMMITLOG.value)
         cl = hold_commitlog(self._plan_commitlog(snapshot, rnd), rnd.hold)
+        cl, progress_problems = self._with_loss(cl, rnd.now_ms)
         rnd.note_disk_ratio(cl.triggers.physic_ratio)
         gate = self.last_physical_min_offset
         if not rnd.executes and rnd.remembers:
@@ -245,9 +257,89 @@ class RocketMQ(RocketMQVoice):
             ),
             errors=(*(f"{e.path}: {e.message}" for e in snapshot.errors), *queue_errors),
             queue_errors=queue_errors,
+            progress_problems=progress_problems,
             manual=rnd.manual,
             dry_run=not rnd.executes,
         )
+
+    def _with_loss(
+        self, cl: CommitLogPlan, now_ms: int
+    ) -> tuple[CommitLogPlan, tuple[tuple[str, str], ...]]:
+        """The plan with what each CommitLog deletion loses (``engine.loss``), read from the
+        consumer progress on disk this round, and the progress files' problems."""
+        s = self.settings
+        try:
+            progress = read_progress(s.store.store_path_root_dir)
+        except (OSError, ValueError) as exc:  # never a crash, never more deletion
+            path = str(s.store.store_path_root_dir / "config")
+            progress = ConsumerProgress(
+                Progress.UNKNOWN, problems=((path, f"consumer progress unreadable ({exc})"),)
+            )
+        problems = list(progress.problems)
+        self.last_progress = progress.progress
+        deletions = [
+            (i, d) for i, d in enumerate(cl.decisions) if d.delete and d.start_offset is not None
+        ]
+        if not deletions:
+            self.last_loss = ()
+            return cl, tuple(problems)
+        policy = GroupPolicy(
+            dict(progress.enabled) if progress.enabled is not None else None,
+            s.daemon.guard_ignore_groups,
+            self._stale_groups(progress, now_ms),
+        )
+        losses = commitlog_losses(
+            progress,
+            s.store.consumequeue_dir,
+            s.store.mapped_file_size_consumequeue,
+            [(d.start_offset or 0, d.end_offset or 0) for _, d in deletions],
+            policy=policy,
+            problem=lambda path, text: problems.append((path, text)),
+        )
+        decisions = list(cl.decisions)
+        keep_unconsumed = s.daemon.guard_unconsumed == "keep"
+        keep_timers = s.daemon.guard_timers == "keep"
+        # Disk safety wins: above diskSpaceCleanForciblyRatio the files go, loss recorded.
+        guarding = (keep_unconsumed or keep_timers) and not cl.triggers.clean_immediately
+        kept = False
+        for (i, d), loss in zip(deletions, losses, strict=True):
+            if kept:
+                decisions[i] = d._replace(
+                    verdict=Verdict.KEEP, reason=Reason.AFTER_FIRST_KEPT, loss=loss
+                )
+                continue
+            why = loss.protects(unconsumed=keep_unconsumed, timers=keep_timers)
+            if guarding and why is not None:
+                reason = Reason.UNCONSUMED if why == "unconsumed" else Reason.PENDING_TIMER
+                decisions[i] = d._replace(
+                    verdict=Verdict.KEEP, reason=reason, detail=loss.summary(), loss=loss
+                )
+                kept = True
+            else:
+                decisions[i] = d._replace(loss=loss)
+        self.last_loss = tuple(
+            loss for (i, _), loss in zip(deletions, losses, strict=True) if decisions[i].delete
+        )
+        return (
+            replace(cl, decisions=tuple(decisions), min_offset_after=first_kept_offset(decisions)),
+            tuple(problems),
+        )
+
+    def _stale_groups(self, progress: ConsumerProgress, now: int) -> frozenset[str]:
+        """Groups whose offsets have not moved for ``guard.staleAfter`` as this object has
+        watched them (a fresh kind, as ``plan``'s, has seen no group go stale)."""
+        signatures: dict[str, list[tuple[str, int, int]]] = {}
+        for topic, by_group in progress.offsets.items():
+            for group, queues in by_group.items():
+                signatures.setdefault(group, []).extend((topic, q, o) for q, o in queues.items())
+        seen: dict[str, tuple[int, int]] = {}
+        for group, sig in signatures.items():
+            digest = hash(tuple(sorted(sig)))
+            old = self.group_moves.get(group)
+            seen[group] = old if old is not None and old[0] == digest else (digest, now)
+        self.group_moves = seen
+        after = self.settings.daemon.guard_stale_after_ms
+        return frozenset(g for g, (_, since) in seen.items() if now - since >= after)
 
     def _plan_commitlog(self, snap: Snapshot, rnd: RoundServices) -> CommitLogPlan:
         """The CommitLog plan, judged on the disk as it will be once pending bytes are freed.
@@ -299,6 +391,7 @@ class RocketMQ(RocketMQVoice):
         return {
             "last_commitlog_min_offset": self.last_physical_min_offset,
             "store_dir_errors": dict(self.last_dir_errors),
+            "loss": loss_status(self.last_progress, self.last_loss),
         }
 
     def round_fields(self, plan: Plan, deleted: frozenset[str]) -> dict[str, object]:
@@ -468,7 +561,9 @@ class RocketMQ(RocketMQVoice):
 
     def journal_fields(self, decision: Decision, now_ms: int) -> dict[str, object]:
         d = decision
+        loss = {} if d.loss is None else {"loss": d.loss.as_dict()}
         return {
+            **loss,
             # Data removed before fileReservedTime: a forced deletion, or a held file forced
             # out that was not expired either.
             "forced": d.reason in FORCED_REASONS
@@ -546,3 +641,23 @@ def actual_min_offset(cl: CommitLogPlan, outcomes: list[Outcome]) -> int:
         if d.path not in gone:
             return d.start_offset if d.start_offset is not None else -1
     return -1
+
+
+def loss_status(progress: Progress, losses: tuple[Loss, ...]) -> dict[str, object]:
+    """The last round's deletions' loss, summed per group, for ``status``."""
+    per_group: dict[tuple[str, str, str], int] = {}
+    for loss in losses:
+        for g in loss.groups:
+            key = (g.group, g.topic, str(g.state))
+            per_group[key] = per_group.get(key, 0) + g.messages
+    return {
+        "progress": str(progress),
+        "messages": sum(loss.messages for loss in losses),
+        "groups": [
+            {"group": g, "topic": t, "messages": n, "state": st}
+            for (g, t, st), n in sorted(per_group.items(), key=lambda kv: (-kv[1], kv[0]))
+        ],
+        "timers": sum(loss.timers for loss in losses),
+        "half_messages": sum(loss.half_messages for loss in losses),
+        "delay_messages": sum(n for loss in losses for _, n in loss.delay_levels),
+    }

@@ -234,6 +234,9 @@ class Plan:
     # Those of ``errors`` found walking ``consumequeue/``: each names a topic or queue
     # directory that could not be read, and covers only it (the rest of the round went on).
     queue_errors: tuple[str, ...] = ()
+    # (path, text) of the consumer progress files that were not simply read (kinds.rocketmq
+    # .progress): a torn consumerOffset.json read from its .bak, a corrupt or missing one.
+    progress_problems: tuple[tuple[str, str], ...] = ()
 
     # ---- engine.kind.RoundPlan ----------------------------------------------------------
     def decisions(self) -> Iterator[Decision]:
@@ -262,6 +265,7 @@ class Plan:
                 found.append((d.path, d.detail or "unreadable"))
         for path, why in self.foreign:
             found.append((path, f"not a store file ({why}); never touched"))
+        found.extend(self.progress_problems)
         return found
 
     def ran_deletion_pass(self) -> bool:
@@ -315,6 +319,9 @@ class Plan:
             },
             "index": {"files": [d.as_dict(now) for d in self.queues.index]},
             "foreign": [{"path": p, "why": w} for p, w in self.foreign],
+            "consumer_progress": {
+                "problems": [{"path": p, "problem": w} for p, w in self.progress_problems]
+            },
         }
 
 

@@ -8,6 +8,7 @@ from collections.abc import Mapping
 from retentiond.config.loader import Claim, ConfigFile, Draft
 from retentiond.config.problems import ConfigProblem
 from retentiond.config.settings import Settings, StoreSection
+from retentiond.config.show import ShownKey
 from retentiond.engine.kind import AnyKind, StoreKind
 from retentiond.kinds.rocketmq import config, storecheck
 from retentiond.kinds.rocketmq.config import RocketMQStore
@@ -29,6 +30,9 @@ class RocketMQPlugin:
 
     def check_store(self, settings: Settings[StoreSection]) -> list[ConfigProblem]:
         return storecheck.check_store(config.rocketmq_of(settings))
+
+    def show(self, file: ConfigFile, settings: Settings[StoreSection]) -> list[ShownKey]:
+        return config.shown_keys(file, config.rocketmq_of(settings))
 
     def make(self, settings: Settings[StoreSection]) -> AnyKind:
         from retentiond.kinds.rocketmq.kind import RocketMQ

@@ -110,6 +110,14 @@ def render_plan(plan: Plan, *, all_queue_files: bool = False) -> str:
     out.append("")
     out.append("CommitLog")
     out.extend(_table(_rows(plan.commitlog.decisions, plan.now_ms)))
+    losses = [(d.path, d.loss) for d in plan.commitlog.decisions if d.loss is not None]
+    if losses:
+        out.append("")
+        out.append("What the CommitLog deletions lose (consumer progress on disk)")
+        for path, loss in losses:
+            out.append(f"  {path.rsplit('/', 1)[-1]}: {loss.summary()}")
+    for path, text in plan.progress_problems:
+        out.append(f"PROBLEM: {path}: {text}")
     q = plan.queues
     queue_deletes = [d for qd in q.queues for d in qd.deleted]  # all DELETE (holds stop them)
     out.append("")

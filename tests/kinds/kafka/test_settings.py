@@ -11,6 +11,7 @@ import pytest
 
 from retentiond.config.diff import diff_settings
 from retentiond.config.problems import ConfigError
+from retentiond.config.settings import Settings, StoreSection
 from retentiond.kinds import kind_for, load_settings
 from retentiond.kinds.kafka.config import KafkaServer
 from retentiond.kinds.kafka.kind import Kafka
@@ -176,3 +177,74 @@ def test_hostile_kafka_configs_are_refused_not_crashed(
 ) -> None:
     found = problems(write(tmp_path / name, text))
     assert any(fragment in p for p in found), found
+
+
+@pytest.mark.parametrize(
+    ("value", "message"),
+    [
+        ("0", "must be a fraction greater than 0 and at most 1"),
+        ("1.5", "must be a fraction greater than 0 and at most 1"),
+        ("90", "must be a fraction greater than 0 and at most 1; did you mean 0.90?"),
+        ("-0.5", "must be a fraction greater than 0 and at most 1, like 0.90"),
+        ("nan", "must be a fraction greater than 0 and at most 1, like 0.90"),
+        ("0_5", "must be a fraction greater than 0 and at most 1, like 0.90"),
+        ("", "must be a fraction greater than 0 and at most 1, like 0.90"),
+    ],
+)
+def test_disk_warning_ratio_is_a_fraction_in_0_1(
+    tmp_path: Path, log_dir: Path, value: str, message: str
+) -> None:
+    cfg = write(
+        tmp_path / "server.properties",
+        f"log.dirs={log_dir}\nretentiond.kafka.diskWarningRatio={value}\n",
+    )
+    assert problems(cfg) == [f"{cfg}: retentiond.kafka.diskWarningRatio={value!r}: {message}"]
+
+
+def warning_ratio(settings: Settings[StoreSection]) -> float:
+    kind = kind_for(settings)
+    assert isinstance(kind, Kafka)
+    return kind.disk_warning_ratio
+
+
+def test_disk_warning_ratio_reaches_the_kind_and_reloads(tmp_path: Path, log_dir: Path) -> None:
+    default = load_settings(write(tmp_path / "a.properties", f"log.dirs={log_dir}\n"))
+    assert warning_ratio(default) == 0.90
+    for text in (".4", "0.4", "1"):
+        s = load_settings(
+            write(
+                tmp_path / "b.properties",
+                f"log.dirs={log_dir}\nretentiond.kafka.diskWarningRatio={text}\n",
+            )
+        )
+        assert warning_ratio(s) == float(text)
+    yaml = load_settings(
+        write(
+            tmp_path / "c.yaml",
+            f"log.dirs: [{log_dir}]\nretentiond:\n  kafka:\n    diskWarningRatio: 0.75\n",
+        )
+    )
+    assert warning_ratio(yaml) == 0.75
+    changes = {k: (a, b) for k, a, b in diff_settings(default, yaml)}
+    assert changes == {"retentiond.kafka.diskWarningRatio": (0.90, 0.75)}
+    assert yaml.config_hash != default.config_hash
+    # at its default the key leaves the hash as it was before the key existed
+    explicit = load_settings(
+        write(
+            tmp_path / "d.properties",
+            f"log.dirs={log_dir}\nretentiond.kafka.diskWarningRatio=0.90\n",
+        )
+    )
+    assert explicit.config_hash == default.config_hash
+
+
+def test_retentiond_cluster_replaces_the_cluster_id(tmp_path: Path, log_dir: Path) -> None:
+    plain = load_settings(write(tmp_path / "a.properties", f"log.dirs={log_dir}\n"))
+    named = load_settings(
+        write(tmp_path / "b.properties", f"log.dirs={log_dir}\nretentiond.cluster=payments\n")
+    )
+    cluster_id = (log_dir / "meta.properties").read_text().split("cluster.id=")[1].split()[0]
+    assert plain.broker_cluster_name == cluster_id
+    assert named.broker_cluster_name == "payments"
+    assert named.broker_name == plain.broker_name
+    assert named.config_hash != plain.config_hash

@@ -24,7 +24,7 @@ from retentiond.engine.identity import FileIdentity
 from retentiond.kinds.rocketmq.plan import CommitLogPlan, Plan, QueueDecision, QueuesPlan
 from retentiond.kinds.rocketmq.report import render_plan
 from retentiond.kinds.rocketmq.triggers import DiskState, Triggers
-from retentiond.reasons import Kind, Reason, Verdict
+from retentiond.reasons import SCHEMA_VERSION, Kind, Reason, Verdict
 from retentiond.text import jsonstream
 from retentiond.text.units import human_age, human_bytes
 from tests.conftest import expired_spec, make_store, run_cli
@@ -63,6 +63,11 @@ def plain_text(plan: Plan, *, all_queue_files: bool = False) -> str:
     ]
     out += [f"ERROR: {e} (nothing is deleted from this store)" for e in plan.store_errors()]
     out += ["", "CommitLog", *_plain_table(_plain_rows(plan.commitlog.decisions, plan.now_ms))]
+    lossy = [d for d in plan.commitlog.decisions if d.loss is not None]
+    if lossy:
+        out += ["", "What the CommitLog deletions lose (consumer progress on disk)"]
+        out += [f"  {os.path.basename(d.path)}: {d.loss.summary()}" for d in lossy if d.loss]
+    out += [f"PROBLEM: {path}: {text}" for path, text in plan.progress_problems]
     q = plan.queues
     out.append("")
     if not q.examined:
@@ -260,7 +265,7 @@ def hand_plan(*, examined: bool = True, foreign: int = 3) -> Plan:
 def test_hand_made_plans_render_as_their_plain_forms(plan: Plan) -> None:
     assert_same_output(plan)
     text = json.loads(streamed(plan))
-    assert text["schema_version"] == 2 and text["type"] == "plan"
+    assert text["schema_version"] == SCHEMA_VERSION and text["type"] == "plan"
 
 
 def test_queue_rows_come_in_queue_order_however_the_batches_fall(monkeypatch) -> None:
