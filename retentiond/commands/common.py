@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from retentiond.config.problems import ConfigError, ConfigProblem
 from retentiond.config.settings import Settings, StoreSection
 
 if TYPE_CHECKING:
@@ -32,17 +33,31 @@ EXIT_PIPE = 141  # a client command's output pipe closed (128 + SIGPIPE)
 
 
 def load_settings_or_exit(path: str) -> Settings[StoreSection]:
-    """The validated settings, or the problems on stderr and exit 3: nothing is deleted."""
-    from retentiond.config.problems import ConfigError
-    from retentiond.kinds import load_settings
+    """The validated settings, or the problems on stderr and exit 3: nothing is deleted. A
+    store that cannot be used now (missing, unmounted, unreadable) does not stop here: the
+    round reports it as a store error (exit 4 for ``once`` and ``plan``) and the daemon
+    retries it every round."""
+    return read_settings_or_exit(path)[0]
+
+
+def read_settings_or_exit(path: str) -> tuple[Settings[StoreSection], list[ConfigProblem]]:
+    """The validated settings and the store errors found checking the store (none: it can
+    be used), or the problems on stderr and exit 3. The keys the broker would only warn
+    about (Kafka's unknown keys) are said on stderr as warnings."""
+    from retentiond.kinds import StoreUnusable, load_settings
 
     try:
-        return load_settings(path)
+        settings, store_errors = load_settings(path), []
+    except StoreUnusable as exc:
+        settings, store_errors = exc.settings, exc.problems
     except ConfigError as exc:
         for problem in exc.problems:
             print(f"error: {problem}", file=sys.stderr)
         print(f"{path}: configuration refused; nothing was deleted", file=sys.stderr)
         raise SystemExit(EXIT_CONFIG) from None
+    for warning in settings.warnings:  # what the broker itself would warn about and ignore
+        print(f"warning: {warning}", file=sys.stderr)
+    return settings, store_errors
 
 
 def journal_dir(settings: Settings[StoreSection]) -> Path:

@@ -25,11 +25,20 @@ def _client_target(config: str) -> tuple[list[Path], str | None]:
     now. For a file that does not validate: the places its raw text names (or the defaults)
     and no hash, with a note, because a refused edit is exactly when an operator runs
     `status`."""
+    from retentiond.config.loader import read_config_file
     from retentiond.config.problems import ConfigError
     from retentiond.daemon import control
     from retentiond.kinds import load_settings
 
     path = Path(config).absolute()
+    try:
+        read_config_file(path)
+    except ConfigError as exc:
+        # No file to read (or no right to): a daemon started with it may still answer, found
+        # by the path alone; say what is wrong with the file, not that it "does not validate".
+        for problem in exc.problems:
+            print(f"note: {problem}", file=sys.stderr)
+        return control.client_socket_paths(path, None), None
     try:
         settings = load_settings(path, check_store=False)
     except ConfigError:
@@ -61,6 +70,20 @@ def _ask(args: argparse.Namespace, command: str) -> dict[str, object] | None:
     places, file_hash = _client_target(args.config)
     real = control.real_config_path(Path(args.config).absolute())
     try:
+        if command != "status":
+            # A command that acts goes only to a daemon that first said, read-only, that it
+            # serves this very file: one that says nothing (an older retentiond on a shared
+            # default path) might serve another broker's.
+            probe = control.ask(places, "status", config=real)
+            if not probe.daemon:
+                print(
+                    f"error: the daemon on {probe.path} does not say which configuration it "
+                    f"serves (an older retentiond?): nothing was asked of it; restart it with "
+                    "this version first",
+                    file=sys.stderr,
+                )
+                return None
+            places = [probe.path]
         answer = control.ask(places, command, config=real)
     except control.ControlError as exc:
         print(f"error: {exc}", file=sys.stderr)

@@ -7,11 +7,43 @@ import os
 import sys
 from pathlib import Path
 
-from retentiond.commands.common import EXIT_OK, EXIT_USAGE, load_settings_or_exit
+from retentiond.commands.common import (
+    EXIT_JOURNAL,
+    EXIT_OK,
+    EXIT_STORE,
+    EXIT_USAGE,
+    journal_dir,
+    read_settings_or_exit,
+)
 
 
 def cmd_check_config(args: argparse.Namespace) -> int:
-    settings = load_settings_or_exit(args.file)
+    """Exit 3 for a configuration wrong in itself, else 4 when its store cannot be used now
+    (missing, unmounted, unreadable: the daemon would start and retry it every round), else 6
+    when the journal directory cannot be used (the daemon and ``once`` would exit 6): what
+    the daemon would meet, found without creating anything."""
+    from retentiond.journal.place import unusable
+
+    settings, store_errors = read_settings_or_exit(args.file)
+    for problem in store_errors:
+        print(f"error: {problem}", file=sys.stderr)
+    directory = journal_dir(settings)
+    journal = unusable(directory)
+    if journal is not None:
+        print(f"error: journal directory {directory}: {journal}", file=sys.stderr)
+    if store_errors:
+        print(
+            f"{args.file}: the store cannot be used now (a store error: `once` and `plan` "
+            "exit 4, the daemon starts and retries every round)",
+            file=sys.stderr,
+        )
+        return EXIT_STORE
+    if journal is not None:
+        print(
+            f"{args.file}: the journal cannot be used (the daemon and `once` exit 6)",
+            file=sys.stderr,
+        )
+        return EXIT_JOURNAL
     print(
         f"{args.file}: ok (config {settings.config_hash}, {settings.store.kind_name} store "
         f"{settings.store_label})"

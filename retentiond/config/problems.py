@@ -3,7 +3,7 @@
 A daemon that deletes data refuses a configuration it cannot use, and says why in one line per
 problem, all problems at once, so a fix is one edit and not one per restart. Every reader (the
 YAML and properties readers here, each store kind's own checks) reports through these two
-types; the commands print them and exit 3.
+types; the commands print them and exit 3 (4 when every problem is a store error).
 """
 
 from __future__ import annotations
@@ -60,13 +60,17 @@ def show(value: object) -> str:
 class ConfigProblem(NamedTuple):
     """One refusal. ``key`` is "" for a problem with the file as a whole. ``written`` is set
     when the entry is shown as the file's own format writes it (``key='value'``, as a broker
-    that reads Java properties would log it) rather than as ``key 'k' = value``."""
+    that reads Java properties would log it) rather than as ``key 'k' = value``.
+    ``store_error``: the configuration is right in itself, but the store it names cannot be
+    used now (a path missing, unmounted, unreadable, without the broker's marker files): a
+    store error (exit 4), which the rounds report and retry, not a refusal (exit 3)."""
 
     file: str
     key: str
     value: object
     message: str
     written: str | None = None
+    store_error: bool = False
 
     def __str__(self) -> str:
         if self.written is not None:

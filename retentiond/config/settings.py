@@ -17,6 +17,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Generic, Protocol, TypeVar
 
+from retentiond.config.problems import ConfigProblem
+
 # Journal rotation and shipping (journal.py, ship.py; contract in docs/journal.md).
 DEFAULT_INITIAL_DELAY_MS = 60_000
 DEFAULT_JOURNAL_MAX_SEGMENT_BYTES = 64 * 1024 * 1024
@@ -140,6 +142,9 @@ class Settings(Generic[S_co]):
     store: S_co
     daemon: DaemonSettings = field(default_factory=DaemonSettings)
     source: Path | None = None  # the file these settings were read from
+    # What the file sets that the broker itself would only warn about and ignore (a key it
+    # does not know): said by the commands, no part of the settings or their hash.
+    warnings: tuple[ConfigProblem, ...] = field(default=(), compare=False)
 
     @property
     def broker_name(self) -> str:

@@ -19,7 +19,7 @@ from retentiond.config.daemon import RESTART_KEYS as DAEMON_RESTART_KEYS
 from retentiond.config.diff import diff_settings, restart_keys
 from retentiond.config.problems import ConfigError
 from retentiond.config.settings import Settings, StoreSection
-from retentiond.kinds import load_settings
+from retentiond.kinds import StoreUnusable, load_settings
 
 POLL_INTERVAL_S = 2.0
 
@@ -100,6 +100,10 @@ def check_reload(
     failure, even an unexpected one, is a refused reload and the old settings stay."""
     try:
         new = load(path)
+    except StoreUnusable as exc:
+        # Right in itself: its store errors are each round's to report and retry, as for a
+        # path that vanishes while the daemon runs (the rounds check the store every time).
+        new = exc.settings
     except ConfigError as exc:
         return ReloadResult(trigger, None, problems=[str(p) for p in exc.problems])
     except Exception as exc:  # a bug in the loader must not take the daemon down

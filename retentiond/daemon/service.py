@@ -46,7 +46,7 @@ from retentiond.daemon.state import DaemonState, scan_ok, wall_ms
 from retentiond.daemon.statustext import deleted_text, summary_line
 from retentiond.engine.cleaner import MAX_MANUAL_DELETE_FILE_TIMES, Cleaner, RoundResult
 from retentiond.journal.writer import Journal
-from retentiond.kinds import kind_for, load_settings
+from retentiond.kinds import StoreUnusable, kind_for, load_settings
 from retentiond.observe.daemon_metrics import DaemonMetrics
 
 log = structlog.get_logger(__name__)
@@ -265,8 +265,11 @@ class Daemon:
         self.metrics.round_done(result)
         self._log_round(result)
         self._redelete_hanged(settings)
-        if scan_ok(result.plan):
-            self._became_ready()
+        # READY after the first round even when the store could not be read (a disk not
+        # mounted yet): the service is up, STATUS= names the store error, and every round
+        # tries the store again. Waiting would leave systemd to kill the unit at its start
+        # timeout, and a restart policy to give up before the mount appears.
+        self._became_ready()
         self.notifier.status(summary_line(self.status(), self.cleaner.kind))
 
     def _take_pending(self) -> Settings[StoreSection]:
@@ -341,9 +344,7 @@ class Daemon:
         if ready:
             self.notifier.reloading()
         current = self.state.settings
-        result = reload.check_reload(
-            self.config_path, current, trigger, load=lambda p: self._forced(load_settings(p))
-        )
+        result = reload.check_reload(self.config_path, current, trigger, load=self._load)
         if result.refused:
             self.state.reload_refused(trigger, result.problems)
             log.error(
@@ -367,6 +368,13 @@ class Daemon:
             )
         if ready:
             self.notifier.ready(summary_line(self.status(), self.cleaner.kind))
+
+    def _load(self, path: Path) -> Settings[StoreSection]:
+        """The file's settings as this run uses them (``_forced``), a store error included."""
+        try:
+            return self._forced(load_settings(path))
+        except StoreUnusable as exc:
+            raise StoreUnusable(exc.problems, self._forced(exc.settings)) from None
 
     def _forced(self, settings: Settings[StoreSection]) -> Settings[StoreSection]:
         """``settings`` as this run uses them: with ``--dry-run``, ``dryRun`` is true."""

@@ -69,7 +69,7 @@ class StoreErrorWatch:
         if key == self._last:
             return
         if errors:
-            log.error("store cannot be read: nothing is deleted from it", errors=errors)
+            log.error("store cannot be read: nothing is deleted where it could not", errors=errors)
         else:
             log.warning("store readable again: cleaning resumes", was=list(self._last))
         self._last = key

@@ -49,6 +49,9 @@ class Loss:
     timers: int = 0
     delay_levels: tuple[tuple[int, int], ...] = ()  # (level, messages), levels ascending
     half_messages: int = 0
+    # Readers whose unread messages could not be counted (a topic whose ConsumeQueue could not
+    # be read): the file may hold theirs too. Never empty with ``progress`` ``known``.
+    uncounted: tuple[str, ...] = ()
 
     @property
     def messages(self) -> int:
@@ -67,8 +70,8 @@ class Loss:
     def protects(self, *, unconsumed: bool, timers: bool) -> str | None:
         """Which keep reason a guard would give this file: ``unconsumed`` (an active group
         loses messages), ``pending_timer`` (timers, delay levels or half messages), or None."""
-        if unconsumed and self.messages > 0:
-            return "unconsumed"
+        if unconsumed and (self.messages > 0 or self.uncounted):
+            return "unconsumed"  # a loss that could not be counted is not taken for none
         if timers and (self.timers or self.delay_levels or self.half_messages):
             return "pending_timer"
         return None
@@ -81,6 +84,7 @@ class Loss:
             "timers": self.timers,
             "delay_levels": [{"level": lv, "messages": n} for lv, n in self.delay_levels],
             "half_messages": self.half_messages,
+            **({"uncounted": list(self.uncounted)} if self.uncounted else {}),
         }
 
     def summary(self) -> str:
@@ -89,6 +93,9 @@ class Loss:
             return "loss unknown (no consumer progress on disk)"
         if self.progress is Progress.CORRUPT:
             return "loss unknown (consumer progress unreadable)"
+        if self.uncounted:
+            counted = "" if self.nothing else f"; {Loss(self.progress, *self._counted()).summary()}"
+            return f"loss not counted for {', '.join(self.uncounted)} (unreadable){counted}"
         if self.nothing:
             return "loses nothing" + (" known (partial coverage)" if self.partial else "")
         parts = [f"{g.group}@{g.topic} {g.messages}" + ("" if g.state is GroupState.ACTIVE
@@ -101,6 +108,11 @@ class Loss:
             parts.append(f"{self.half_messages} half message(s)")
         head = "loses " + (f"{self.messages} unread: " if self.messages else "")
         return head + ", ".join(parts) + (" (partial coverage)" if self.partial else "")
+
+    def _counted(
+        self,
+    ) -> tuple[tuple[GroupLoss, ...], int, tuple[tuple[int, int], ...], int]:
+        return self.groups, self.timers, self.delay_levels, self.half_messages
 
     @property
     def partial(self) -> bool:

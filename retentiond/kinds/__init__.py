@@ -32,6 +32,7 @@ __all__ = [
     "ConfigProblem",
     "EffectiveConfig",
     "KindPlugin",
+    "StoreUnusable",
     "kind_for",
     "load_settings",
     "plugin_named",
@@ -130,6 +131,17 @@ def _pick(file: ConfigFile) -> KindPlugin:
     raise ConfigError([ConfigProblem(file.file, "", None, message)])
 
 
+class StoreUnusable(ConfigError):
+    """A configuration right in itself whose store cannot be used now (every problem a store
+    error: a path missing, unmounted, unreadable, without its marker files). ``settings`` are
+    the validated settings: a round reports the store error (exit 4) and the daemon runs and
+    retries every round; ``check-config`` says so and exits 4."""
+
+    def __init__(self, problems: list[ConfigProblem], settings: Settings[StoreSection]) -> None:
+        super().__init__(problems)
+        self.settings = settings
+
+
 def _read(
     file: ConfigFile, *, check_store: bool = True
 ) -> tuple[KindPlugin, Settings[StoreSection]]:
@@ -145,6 +157,8 @@ def _read(
     problems = list(draft.problems)
     if check_store and draft.to_check is not None:
         problems += plugin.check_store(draft.to_check)
+    if draft.settings is not None and problems and all(p.store_error for p in problems):
+        raise StoreUnusable(problems, draft.settings)
     if problems or draft.settings is None:
         raise ConfigError(problems)
     return plugin, draft.settings
@@ -154,7 +168,8 @@ def load_settings(
     path: str | os.PathLike[str], *, check_store: bool = True
 ) -> Settings[StoreSection]:
     """Read, validate and (unless ``check_store`` is false) check the store the file points
-    at. Raises ``ConfigError`` carrying every problem found."""
+    at. Raises ``ConfigError`` carrying every problem found: ``StoreUnusable`` (carrying the
+    settings) when every one is a store error."""
     return _read(read_config_file(path), check_store=check_store)[1]
 
 

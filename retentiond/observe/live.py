@@ -182,7 +182,7 @@ class LiveCollector(Collector):
 
     # ---- the daemon's status ------------------------------------------------------------
     @staticmethod
-    def _status_families() -> tuple[Gauge, Gauge, Gauge, Counter, Gauge, Gauge, Gauge]:
+    def _status_families() -> tuple[Gauge, Gauge, Gauge, Counter, Gauge, Gauge, Gauge, Gauge]:
         return (
             _g(
                 "retentiond_expired_files_pending",
@@ -223,13 +223,22 @@ class LiveCollector(Collector):
                 "retentiond_expired_files_pending).",
                 ["verdict", "reason"],
             ),
+            _g(
+                "retentiond_store_dir_error",
+                "1 for a store directory the last scan could not use (missing, empty: a disk "
+                "not mounted, unreadable, without the broker's marker files; nothing is "
+                "deleted or created there, the other directories are cleaned), else 0.",
+                ["dir"],
+            ),
         )
 
     def _status(self, settings: Settings[StoreSection], now_s: float) -> Iterator[Metric]:
         if self.metrics.status is None:
             return
         doc = self.metrics.status()
-        pending, hung, manual, reloads, last_ok, plan_only, verdicts = self._status_families()
+        pending, hung, manual, reloads, last_ok, plan_only, verdicts, dir_error = (
+            self._status_families()
+        )
         base = list(self.metrics.base)
         # Kafka: a log dir whose .lock another process (the broker) holds is plan-only;
         # RocketMQ's store is never (it deletes beside a running broker, as the broker would)
@@ -237,6 +246,10 @@ class LiveCollector(Collector):
         held_dirs = set(held) if isinstance(held, list) else set()
         for d in settings.store_dirs:
             plan_only.add_metric([*base, d], 1.0 if d in held_dirs else 0.0)
+        erred = doc.get("store_dir_errors")
+        erred_dirs = set(erred) if isinstance(erred, Mapping) else set()
+        for d in settings.store_dirs:
+            dir_error.add_metric([*base, d], 1.0 if d in erred_dirs else 0.0)
         if isinstance(expired := doc.get("pending_expired"), int):
             pending.add_metric(base, expired)
         hung_files = doc.get("hung_files")
@@ -259,7 +272,7 @@ class LiveCollector(Collector):
                 verdict, _, reason = str(key).partition(":")
                 if isinstance(n, int):
                     verdicts.add_metric([*base, verdict, reason], float(n))
-        yield from (pending, hung, manual, reloads, last_ok, plan_only, verdicts)
+        yield from (pending, hung, manual, reloads, last_ok, plan_only, verdicts, dir_error)
 
     # ---- configuration and build --------------------------------------------------------
     def _info_columns(self) -> tuple[str, ...]:

@@ -44,6 +44,11 @@ from retentiond.config.reference import render_reference
 from retentiond.config.settings import Settings, StoreSection, plain
 from retentiond.config.show import ShownKey, Source, daemon_rows, shown
 from retentiond.config.table import Entry, KeyTable
+from retentiond.kinds.kafka.brokerkeys import (
+    is_broker_key,
+    unknown_broker_key_message,
+    unknown_log_key_message,
+)
 from retentiond.kinds.kafka.policy import TopicConfig
 
 __all__ = [
@@ -921,17 +926,13 @@ def read(file: ConfigFile, foreign: Mapping[str, str]) -> Draft[KafkaServer]:
         return Draft(None, problems)  # a YAML file that could not be read as properties
     entries: dict[str, Entry] = {}
     kafka_props: dict[str, str] = {}
+    foreign_found: dict[str, list[str]] = {}  # another kind's title → its keys in this file
+    warnings: list[ConfigProblem] = []  # keys the broker would warn about and ignore
     for key, raw in found.items():
         value = java_trim(raw)
         where = lines.get(key, [0])
         if key in foreign:
-            other = foreign[key]
-            message = (
-                f"looks like both a {TITLE} and a {other} config: log.dirs/log.dir is "
-                f"{TITLE}'s, this key {other}'s; refused rather than guessed which store "
-                "is meant"
-            )
-            problems.append(ConfigProblem(path, key, value, message))
+            foreign_found.setdefault(foreign[key], []).append(key)
             continue
         if key.startswith(DAEMON_NAMESPACE + "."):
             if len(where) > 1:
@@ -958,7 +959,24 @@ def read(file: ConfigFile, foreign: Mapping[str, str]) -> Draft[KafkaServer]:
             message = TABLE.unknown_key_message(key, Format.CONF)
             problems.append(ConfigProblem(path, key, value, message))
             continue
+        if not is_broker_key(key):
+            if key.startswith("log."):
+                # a log.* key decides what the broker keeps: a misspelling would leave the
+                # broker default in force without a word (Kafka itself only warns)
+                problems.append(ConfigProblem(path, key, value, unknown_log_key_message(key)))
+                continue
+            warnings.append(ConfigProblem(path, key, value, unknown_broker_key_message(key)))
         kafka_props[key] = raw
+    for other, keys in foreign_found.items():
+        # one refusal naming the keys: the file as a whole is the problem, not each key
+        named = ", ".join(keys)
+        their = "this key" if len(keys) == 1 else "these keys"
+        message = (
+            f"looks like both a {TITLE} and a {other} config: log.dirs/log.dir is "
+            f"{TITLE}'s, {their} {other}'s ({named}); refused rather than guessed which "
+            "store is meant"
+        )
+        problems.append(ConfigProblem(path, "", None, message))
     server = None
     try:
         server = read_server(kafka_props, path)
@@ -973,10 +991,14 @@ def read(file: ConfigFile, foreign: Mapping[str, str]) -> Draft[KafkaServer]:
         broker_name=f"kafka-{server.node_id}" if server.node_id is not None else KIND_NAME,
         broker_cluster_name=_cluster_id(server) or KIND_NAME,
     )
+    if foreign_found:  # which store is meant is unknown: none is checked
+        return Draft(None, problems)
     if problems:
         return Draft(None, problems, to_check=Settings(store=server, source=file.source))
     daemon = daemon_settings(values, TABLE.keys)
-    settings = Settings(store=server, daemon=daemon, source=Path(file.source))
+    settings = Settings(
+        store=server, daemon=daemon, source=Path(file.source), warnings=tuple(warnings)
+    )
     return Draft(settings, problems, to_check=settings)
 
 

@@ -1,13 +1,15 @@
 """Kafka log dirs behind the engine's interface (``engine.kind.StoreKind``). A sketch: the
 wiring into ``Settings``, ``kinds.kind_for``, the CLI and the daemon is the lead's.
 
-A round, per log dir: take ``.lock`` (held for the whole round, so the broker cannot start
-mid-deletion; held by another process → the dir is plan-only and its would-be deletions are
-``broker_running``), scan, read per-topic configs (the KRaft metadata log, else the overrides
-file), plan every partition with ``policy.plan_partition``, then for each partition: roll if
-everything goes, hand the ``.log`` prefix to ``Round.hold``/``Round.execute``, remove the
-companions of the ``.log`` files that really went, truncate the leader-epoch cache; finally
-rewrite ``log-start-offset-checkpoint`` and release the locks.
+A round, per log dir: check it is there and a Kafka log dir (missing, unmounted or unreadable:
+an error of that dir, nothing created in it, the other dirs go on), take ``.lock`` (held for
+the whole round, so the broker cannot start mid-deletion; held by another process → the dir is
+plan-only and its would-be deletions are ``broker_running``), scan, read per-topic configs (the
+KRaft metadata log, else the overrides file), plan every partition with
+``policy.plan_partition``, then for each partition: roll if everything goes, hand the ``.log``
+prefix to ``Round.hold``/``Round.execute``, remove the companions of the ``.log`` files that
+really went, truncate the leader-epoch cache; finally rewrite ``log-start-offset-checkpoint``
+and release the locks.
 """
 
 from __future__ import annotations
@@ -52,6 +54,7 @@ from retentiond.kinds.kafka.policy import PartitionPlan, TopicConfig, keep_all, 
 from retentiond.kinds.kafka.report import render_plan
 from retentiond.kinds.kafka.rescue import LossOf, Selection, document, report_lines, select
 from retentiond.kinds.kafka.scan import LogDirSnapshot, scan_log_dir
+from retentiond.kinds.kafka.storecheck import log_dir_problem
 from retentiond.kinds.kafka.voice import KafkaVoice
 from retentiond.reasons import KAFKA_DELETE_REASONS, KAFKA_DIR_REASONS, FileKind, Kind, Reason
 from retentiond.text.units import zone_name
@@ -107,6 +110,8 @@ class Kafka(KafkaVoice):
         self._rescue_state: tuple[Selection | None, RescueRequest, bool, list[str]] | None = None
         self.last_progress: KafkaProgress | None = None  # the consumer progress last read
         self.last_risk: tuple[GroupRisk, ...] | None = None  # store_stats' group_risk
+        # the log dirs the last scan could not use (missing, unmounted, unreadable), and why
+        self.last_dir_errors: dict[str, str] = {}
 
     def reconfigure(self, settings: Settings[StoreSection]) -> None:
         """A reload: new retention values from the next round on. The log dirs cannot
@@ -146,13 +151,23 @@ class Kafka(KafkaVoice):
         it for a long scan would make a broker starting meanwhile fail on the lock."""
         errors: list[str] = []
         dirs = []
+        self.last_dir_errors = {}
         for d in self.server.log_dirs:
+            # A dir missing, unmounted or unreadable is that dir's error, asked before its
+            # .lock is taken (which would create the file): nothing is created in it, and the
+            # other dirs are cleaned.
+            why = log_dir_problem(d)
+            if why is not None:
+                self.last_dir_errors[d] = why
+                errors.append(f"{d}: {why}")
+                continue
             try:
                 locked = self.locks[d].acquire()
                 if locked and not executes:
                     self.locks[d].release()
                 dirs.append((scan_log_dir(d), locked))
             except OSError as e:
+                self.last_dir_errors[d] = str(e)
                 errors.append(f"{d}: {e}")
         overrides: Mapping[str, Mapping[str, str]] | None = None
         layers: tuple[Mapping[str, str], ...] = ()
@@ -160,7 +175,12 @@ class Kafka(KafkaVoice):
         names: frozenset[str] | None = None
         ids: frozenset[bytes] | None = None
         meta_dir = os.path.join(self.server.metadata_dir, METADATA_PARTITION_DIR)
-        if os.path.isdir(meta_dir):
+        if self.server.metadata_dir in self.last_dir_errors:
+            # The metadata log's dir cannot be read: the topic configs are unknown, as for an
+            # unreadable metadata log (never "no KRaft metadata here").
+            error = f"{meta_dir}: the metadata log's log dir cannot be read"
+            overrides = {}
+        elif os.path.isdir(meta_dir):
             try:
                 state = read_metadata(meta_dir)
                 overrides = state.topic_overrides()
@@ -443,6 +463,7 @@ class Kafka(KafkaVoice):
             "log_dirs": list(self.server.log_dirs),
             "plan_only_log_dirs": list(self.last_plan_only),
             "groups_at_risk": risk_status(self.last_risk),
+            "store_dir_errors": dict(self.last_dir_errors),
         }
 
     def idle_view(self, record: Mapping[str, Any]) -> IdleView | None:

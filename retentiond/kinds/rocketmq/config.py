@@ -667,12 +667,15 @@ def read(file: ConfigFile, foreign: Mapping[str, str]) -> Draft[RocketMQStore]:
     the broker's business in broker.conf and unknown keys in broker.yaml, as any other."""
     reader = read_yaml if file.format is Format.YAML else read_properties
     entries, problems = reader(file.data, file.file, TABLE)
+    # A file that could not be read as a whole (a YAML syntax error, a document that is not a
+    # mapping) names no store: the defaults would be checked in its place, inventing errors.
+    unreadable = file.format is Format.YAML and any(not p.key for p in problems)
     values, more = TABLE.build(entries, file.format, file.file)
     settings = None if more else _settings_from(values, file.source)
     problems += more
     root, commitlog = values.get("storePathRootDir"), values.get("storePathCommitLog")
     to_check = None
-    if isinstance(root, Path) and isinstance(commitlog, tuple):
+    if not unreadable and isinstance(root, Path) and isinstance(commitlog, tuple):
         # Checked even when other keys were refused: all problems are reported in one go.
         store = RocketMQStore(store_path_root_dir=root, store_path_commitlog=commitlog)
         to_check = Settings(store=store, source=file.source)

@@ -105,6 +105,7 @@ class RocketMQ(RocketMQVoice):
         self.queue_memo: dict[str, QueueDecision] = {}  # earlier decisions (see plan_queues)
         self.last_physical_min_offset = 0  # upstream CleanConsumeQueueService; 0 after a restart
         self.dry_run_min_offset = 0  # the same gate for dry-run rounds (never for real ones)
+        self.last_dir_errors: dict[str, str] = {}  # the root, if the last scan could not use it
         self.last_usage: DiskUsage | None = None  # per-path ratios for the round record
         self.last_progress = Progress.UNKNOWN  # the consumer progress the last round read
         self.last_loss: tuple[Loss, ...] = ()  # what the last round's deletions lose
@@ -195,7 +196,11 @@ class RocketMQ(RocketMQVoice):
     # ---- a round ------------------------------------------------------------------------
     def scan(self, now_ms: int, *, executes: bool = True) -> Snapshot:
         self._load_scan_cache()
-        return scan(self.settings, now_ms=now_ms, lister=self.lister)
+        snapshot = scan(self.settings, now_ms=now_ms, lister=self.lister)
+        # the store root when this scan could not use it (missing, unmounted, unreadable)
+        root = snapshot.root
+        self.last_dir_errors = {e.path: e.message for e in snapshot.errors if e.path == root}
+        return snapshot
 
     def plan_round(self, snapshot: Snapshot, rnd: RoundServices) -> Plan:
         s = self.settings
@@ -395,6 +400,7 @@ class RocketMQ(RocketMQVoice):
     def status(self) -> dict[str, object]:
         return {
             "last_commitlog_min_offset": self.last_physical_min_offset,
+            "store_dir_errors": dict(self.last_dir_errors),
             "loss": loss_status(self.last_progress, self.last_loss),
             "groups_at_risk": risk_status(self.last_risk),
         }

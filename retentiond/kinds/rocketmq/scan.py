@@ -29,6 +29,7 @@ from retentiond.kinds.rocketmq.snapshot import (
     Snapshot,
     StoreError,
 )
+from retentiond.kinds.rocketmq.storecheck import store_root_problem
 
 
 def _classify(entry: os.DirEntry[str]) -> ForeignWhy | None:
@@ -402,8 +403,22 @@ def scan(
     foreign: list[ForeignEntry] = []
     errors: list[StoreError] = []
     root = str(settings.store.store_path_root_dir)
-    if not os.path.isdir(root):
-        errors.append(StoreError(root, "store root does not exist or is not a directory"))
+    why = store_root_problem(settings.store.store_path_root_dir)
+    if why is not None:
+        # Missing, unmounted, unreadable or not a store (checked every round, as at start-up):
+        # nothing under it is read, so nothing is planned, deleted or created.
+        errors.append(StoreError(root, f"store root {why}"))
+        return Snapshot(
+            root=root,
+            commitlog=(),
+            index=(),
+            index_dir=str(settings.store.index_dir),
+            consumequeue_dir=str(settings.store.consumequeue_dir),
+            foreign=(),
+            errors=tuple(errors),
+            taken_at_ms=now_ms if now_ms is not None else time.time_ns() // 1_000_000,
+            list_queues=lambda: iter(()),
+        )
     commitlog = _scan_commitlog(settings, foreign, errors)
     index_dir = str(settings.store.index_dir)
     index = _scan_index(index_dir, foreign, errors)
