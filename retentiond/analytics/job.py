@@ -32,10 +32,10 @@ from pyspark.sql.types import (
 from retentiond.analytics import report as report_mod
 from retentiond.analytics import risk, tables
 from retentiond.analytics.schema import (
-    KNOWN_SCHEMA_VERSION,
     READ_MIXED,
     READ_SCHEMAS,
     READ_TYPES,
+    SUPPORTED_SCHEMA_VERSION,
 )
 
 # Exit codes of the README's table (retentiond.commands.common, which this module, below the
@@ -132,12 +132,6 @@ class Inputs:
             "schema versions: "
             + (", ".join(f"{v}: {n:,}" for v, n in sorted(self.versions.items())) or "none"),
         ]
-        newer = sum(n for v, n in self.versions.items() if v > KNOWN_SCHEMA_VERSION)
-        if newer:
-            out.append(
-                f"{newer:,} records are of a schema newer than this job knows "
-                f"({KNOWN_SCHEMA_VERSION}): read with the fields it knows"
-            )
         if self.skipped:
             out.append(
                 "skipped: " + "; ".join(f"{n:,} {why}" for why, n in sorted(self.skipped.items()))
@@ -159,7 +153,24 @@ class Result:
     steps: dict[str, float] = field(default_factory=dict)
 
 
-def build_session(master: str | None) -> SparkSession:
+def local_conf(progress: bool) -> dict[str, str]:
+    """The settings of an embedded (local) session: no web UI; Spark's own console progress
+    bar (stages and tasks, redrawn on stderr) only for a person at a terminal (``progress``);
+    file:// through the raw local file system: Hadoop's default wraps it in a checksum layer
+    that looks for a ``.crc`` side file next to every input file (the shipper writes none)
+    and writes one next to every Parquet file; this session is the only reader that would
+    check them."""
+    return {
+        "spark.ui.enabled": "false",
+        "spark.ui.showConsoleProgress": "true" if progress else "false",
+        "spark.hadoop.fs.file.impl": "org.apache.hadoop.fs.RawLocalFileSystem",
+    }
+
+
+def build_session(master: str | None, progress: bool | None = None) -> SparkSession:
+    """The session of a run: ``master``, or the one spark-submit passes, else an embedded
+    ``local[*]``. ``progress`` (default: whether stderr is a terminal) turns Spark's console
+    progress bar on for an embedded session."""
     builder = SparkSession.builder.appName("retentiond-analyze")
     under_submit = "PYSPARK_GATEWAY_PORT" in os.environ  # spark-submit passes its master
     if master:
@@ -167,16 +178,10 @@ def build_session(master: str | None) -> SparkSession:
     elif not under_submit:
         builder = builder.master("local[*]")
     if not under_submit and (master is None or master.startswith("local")):
-        builder = builder.config("spark.ui.enabled", "false").config(
-            "spark.ui.showConsoleProgress", "false"
-        )
-        # file:// through the raw local file system: Hadoop's default wraps it in a checksum
-        # layer that looks for a ``.crc`` side file next to every input file (the shipper
-        # writes none) and writes one next to every Parquet file; this session is the only
-        # reader that would check them.
-        builder = builder.config(
-            "spark.hadoop.fs.file.impl", "org.apache.hadoop.fs.RawLocalFileSystem"
-        )
+        if progress is None:
+            progress = sys.stderr.isatty()
+        for key, value in local_conf(progress).items():
+            builder = builder.config(key, value)
     return builder.getOrCreate()
 
 
@@ -321,7 +326,9 @@ def _usable(records: DataFrame) -> DataFrame:
     directory (a record filed elsewhere is counted apart, not used)."""
     t = F.col("type")
     return records.where(
-        t.isin(list(READ_TYPES)) & (F.col("dir_type").isNull() | (F.col("dir_type") == t))
+        t.isin(list(READ_TYPES))
+        & (F.col("dir_type").isNull() | (F.col("dir_type") == t))
+        & (F.coalesce(F.col("schema_version"), F.lit(1)) <= SUPPORTED_SCHEMA_VERSION)
     )
 
 
@@ -333,6 +340,10 @@ def _inputs(records: DataFrame, root: str, since: str | None, files: dict[str, i
         .when(
             F.col("dir_type").isNotNull() & (F.col("dir_type") != t),
             F.lit("records filed under another type's directory"),
+        )
+        .when(
+            F.coalesce(F.col("schema_version"), F.lit(1)) > SUPPORTED_SCHEMA_VERSION,
+            F.lit(f"records of a schema newer than this job's ({SUPPORTED_SCHEMA_VERSION})"),
         )
         .when(
             (t == "deletion") & F.coalesce(F.col("dry_run"), F.lit(False)),

@@ -19,13 +19,12 @@ from pyspark.sql.types import (
     StructType,
 )
 
-# The newest journal schema this job was written against: 2 (round_summary), then the two
-# bumps of docs/journal.md's shared fields, ``loss`` (what a deletion loses) and ``rescue``
-# (Kafka rescue), whichever merges first. Every version from 2 up is read: fields are only
-# ever added, and a record without ``loss`` or ``rescue`` contributes nothing to the tables
-# built on them. Records of a newer version are read too, with the fields this job knows, and
-# counted apart in the report's inputs.
-KNOWN_SCHEMA_VERSION = 4
+# Records of every version up to this one are read (docs/journal.md, "Versioning"): 2 added
+# the keep reason unlink_refused; 3 the deletion's `loss`; 4 changed only plans and the kept
+# files' reasons, so its records read as version 3's; 5 the Kafka partition_dir file kind and
+# the rescue's reasons and `rescue` field. A record without `loss` or `rescue` contributes
+# nothing to the tables built on them; a newer record is skipped, and counted as such.
+SUPPORTED_SCHEMA_VERSION = 5
 
 
 def _f(name: str, kind: object) -> StructField:
@@ -164,7 +163,7 @@ ROUND = StructType(
     ]
 )
 
-# Idle rounds folded by the daemon (``engine/rollup.py``): what the tables read of them.
+# Idle rounds folded by the daemon (``journal/rollup.py``): what the tables read of them.
 ROUND_SUMMARY = StructType(
     [
         *_COMMON,

@@ -15,7 +15,7 @@ a story, so that every table and every section of the report has something to sa
 - ``losing``: deletions that take messages a protected consumer group had not consumed
   (``loss.groups``, schema 3 and up);
 - ``rescue`` (Kafka): a stopped broker whose disk filled up, got running again by
-  ``retentiond rescue`` on the last day (``"rescue": true`` deletions, schema 4).
+  ``retentiond rescue`` on the last day (``"rescue": true`` deletions, schema 5).
 
 Brokers of the ``legacy`` story write schema version 2 (no ``loss``, no ``rescue``), as a
 daemon not yet upgraded would: the job reads both. Records are written in layout 1 (a
@@ -33,7 +33,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from retentiond.engine.rollup import IdleView, RoundFolder
+from retentiond.journal.rollup import IdleView, RoundFolder
 
 HOUR_MS = 3_600_000
 DAY_MS = 24 * HOUR_MS
@@ -41,7 +41,7 @@ FILE_BYTES = 1 << 30
 DISK_BYTES = 4 << 40
 SEGMENT_BYTES = 512 << 20
 REFERENCE_ROUNDS = 144  # deletion rates are per round at this many rounds a day
-NEW_SCHEMA = 4  # the version with both shared fields (loss, rescue)
+NEW_SCHEMA = 5  # the version with both shared fields (loss: 3, rescue: 5)
 OLD_SCHEMA = 2
 GROUPS = {
     "rocketmq": [("billing-consumer", "orders"), ("audit-sink", "payments")],

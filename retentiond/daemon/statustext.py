@@ -11,8 +11,8 @@ from __future__ import annotations
 from typing import Any
 
 from retentiond.engine.kind import KindVoice
-from retentiond.engine.units import human_age, human_bytes
 from retentiond.kinds import DEFAULT_VOICE, VOICES, voice_named
+from retentiond.text.units import human_age, human_bytes
 
 
 def _ago(now_ms: int, then_ms: object) -> str:
@@ -121,6 +121,7 @@ def render(doc: dict[str, Any], voice: KindVoice | None = None) -> str:
         " (starts with the next round)" if doc.get("manual_requested") else ""
     )
     lines += _voice(doc, voice).status_lines(doc, manual_line)
+    lines.append(risk_line(doc.get("groups_at_risk"), now))
     hung = doc.get("hung_files") or []
     if not hung:
         lines.append("hung      none")
@@ -132,6 +133,25 @@ def render(doc: dict[str, Any], voice: KindVoice | None = None) -> str:
     lines += _safety_lines(doc.get("safety"), now)
     lines += endpoint_lines(doc.get("endpoints"))
     return "\n".join(lines)
+
+
+def risk_line(risks: list[dict[str, Any]] | None, now: int) -> str:
+    """The groups with unread messages in files the configuration will delete, the most at
+    risk first (``groups_at_risk``), and when the first of their files goes."""
+    if risks is None:
+        return "at risk   unknown (no consumer progress read)"
+    if not risks:
+        return "at risk   no group has unread messages in files that will be deleted"
+    parts = []
+    for r in risks:
+        when = r.get("first_loss_ms")
+        first = (
+            ""
+            if when is None
+            else (", the first goes now" if when <= now else f", the first goes {_in(now, when)}")
+        )
+        parts.append(f"{r['group']} {r['messages']} unread{first}")
+    return "at risk   " + "; ".join(parts)
 
 
 def endpoint_lines(endpoints: dict[str, Any] | None) -> list[str]:
@@ -158,7 +178,7 @@ def _share(used: object, limit: object, limit_name: str) -> str:
 
 
 def owner_lines(owner: dict[str, Any], now: int) -> list[str]:
-    """The broker process beside us (engine.owner): who it is and how near its limits."""
+    """The broker process beside us (engine.proc.owner): who it is and how near its limits."""
     p = owner.get("process")
     if not p:
         return []

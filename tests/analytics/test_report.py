@@ -101,7 +101,7 @@ def test_data_at_risk_sums_the_groups_each_deletion_lost(demo) -> None:
             row = want[(r["dt"], *(r[k] for k in KEY), r["kind"], g["topic"], g["group"])]
             row["messages_lost"] += g["messages"]
             row["files"] += 1
-    assert versions == {2, 4}, "old daemons' records (no loss field) are in the input"
+    assert versions == {2, 5}, "old daemons' records (no loss field) are in the input"
     assert {k[4] for k in want} == {"commitlog", "kafka_segment"}, "both kinds lose data"
     got = {
         (r["dt"], *(r[k] for k in KEY), r["kind"], r["topic"], r["group"]): {
@@ -154,7 +154,7 @@ def test_the_job_states_what_it_read(demo) -> None:
     for r in recs:
         if r["type"] != "intent":
             versions[r["schema_version"]] += 1
-    assert f"schema versions: 2: {versions[2]:,}, 4: {versions[4]:,}" in log
+    assert f"schema versions: 2: {versions[2]:,}, 5: {versions[5]:,}" in log
     assert "skipped: nothing" in log
     md = (demo["out"] / "report" / "report.md").read_text()
     assert f"{used:,} records used" in md.split("## Needs action today")[0]
