@@ -48,7 +48,7 @@ from retentiond.kinds.rocketmq.names import parse_queue_id
 from retentiond.kinds.rocketmq.plan import QueueDecision
 from retentiond.kinds.rocketmq.queues import Values, decision_values
 from retentiond.kinds.rocketmq.reader import Known
-from retentiond.kinds.rocketmq.scan import DIR_KEY, ParentListing, QueueLister
+from retentiond.kinds.rocketmq.scan import DIR_KEY, PARENT_KEY, Parents, QueueLister
 from retentiond.kinds.rocketmq.snapshot import QueueListing
 
 log = structlog.get_logger("retentiond.scancache")
@@ -144,17 +144,21 @@ def save(
                 else:
                     va.extend((_s64(ident.ino), ident.size, ident.mtime_ns, ctime, k[1]))
     pa, ca = array("q"), array("q")
-    for ppath, ((p_mtime, p_ctime, p_ino), children, strangers) in lister.parent_entries():
-        if strangers:
-            continue
-        if ppath == consumequeue_dir:
-            which = -1
-        elif os.path.dirname(ppath) == consumequeue_dir:
-            which = strings.setdefault(os.path.basename(ppath), len(strings))
-        else:
-            continue
-        pa.extend((which, p_mtime, p_ctime, _s64(p_ino), len(children)))
-        ca.extend(strings.setdefault(name, len(strings)) for name, _ in children)
+    parents = lister.parent_entries()
+    unpack_parent = PARENT_KEY.unpack
+    if parents.root_path == consumequeue_dir:
+        if parents.root is not None and not parents.root[2]:
+            key, names, _ = parents.root
+            p_mtime, p_ctime, p_ino = unpack_parent(key)
+            pa.extend((-1, p_mtime, p_ctime, _s64(p_ino), len(names)))
+            ca.extend(strings.setdefault(name, len(strings)) for name in names)  # type: ignore[arg-type]
+        for topic, (key, children, strangers) in parents.topics.items():
+            if strangers:
+                continue
+            p_mtime, p_ctime, p_ino = unpack_parent(key)
+            which = strings.setdefault(topic, len(strings))
+            pa.extend((which, p_mtime, p_ctime, _s64(p_ino), len(children)))
+            ca.extend(strings.setdefault(name, len(strings)) for name, _ in children)  # type: ignore[misc]
     table = "/".join(strings).encode("utf-8", "surrogateescape")
     cq = consumequeue_dir.encode("utf-8", "surrogateescape")
     head = MAGIC + _HEADER.pack(
@@ -188,7 +192,7 @@ def _nothing_loaded(path: str) -> None:
 
 
 # The lister's queue listings and parent listings, and the values, by directory.
-Loaded = tuple[dict[str, QueueListing], "LoadedValues", dict[str, ParentListing]]
+Loaded = tuple[dict[str, QueueListing], "LoadedValues", Parents]
 
 
 def load(path: Path, consumequeue_dir: str, cq_file_size: int) -> Loaded | None:
@@ -304,7 +308,8 @@ def _parse(raw: bytes, consumequeue_dir: str, cq_file_size: int) -> Loaded | Non
     entries in one loop over the arrays."""
     if not raw.startswith(MAGIC) or len(raw) < len(MAGIC) + _HEADER.size + 32:
         raise ValueError("not a retentiond scan cache")
-    body, digest = raw[:-32], raw[-32:]
+    # A view, not a copy: the file can be tens of MB, and a daemon's peak memory counts.
+    body, digest = memoryview(raw)[:-32], raw[-32:]
     if hashlib.sha256(body).digest() != digest:
         raise ValueError("checksum mismatch (a torn or edited file)")
     pos = len(MAGIC)
@@ -314,11 +319,13 @@ def _parse(raw: bytes, consumequeue_dir: str, cq_file_size: int) -> Loaded | Non
     if version != VERSION or little != (sys.byteorder == "little"):
         raise ValueError(f"a scan cache of version {version} or another byte order")
     pos += _HEADER.size
-    cq = body[pos : pos + n_cq].decode("utf-8", "surrogateescape")
+    cq = bytes(body[pos : pos + n_cq]).decode("utf-8", "surrogateescape")
     pos += n_cq
     # No name at all (a store without queues) is written as an empty table, not one ''.
     table = (
-        body[pos : pos + n_table].decode("utf-8", "surrogateescape").split("/") if n_table else []
+        bytes(body[pos : pos + n_table]).decode("utf-8", "surrogateescape").split("/")
+        if n_table
+        else []
     )
     pos += n_table
     if cq != consumequeue_dir or size != cq_file_size:
@@ -381,7 +388,7 @@ def _parse(raw: bytes, consumequeue_dir: str, cq_file_size: int) -> Loaded | Non
             if parse_queue_id(dirname) != queue_id:  # only the scan's queues are written
                 raise ValueError(f"bad queue entry {table[t]!r}/{dirname!r}")
             dirnames[d] = queue_id
-        key = body[key_at : key_at + 32]
+        key = raw[key_at : key_at + 32]  # (bytes: ``body`` is a view of ``raw``)
         key_at += step
         offsets = na[first:end]
         if offsets != last_offsets:  # (neighbouring queues mostly have the same names)
@@ -393,22 +400,38 @@ def _parse(raw: bytes, consumequeue_dir: str, cq_file_size: int) -> Loaded | Non
         # The first round re-checks every file it uses (see the module and plan_queues).
         queues[qpath] = new_listing(QueueListing, (topic, queue_id, qpath, names, True, key, ()))
     values = LoadedValues(queues, qa, na, va, starts, names_by_offset)
-    parents: dict[str, ParentListing] = {}
+    parents = Parents(consumequeue_dir)
+    topics = parents.topics
     ids: dict[int, tuple[str, int | None]] = {}  # string index -> (name, queue id)
+    shared_children: dict[tuple[object, ...], tuple[object, ...]] = {}
+    share_children = shared_children.setdefault
     ci = 0
+    pack_parent = PARENT_KEY.pack
     for pi in range(0, len(pa), _P):
         which, p_mtime, p_ctime, p_ino, n = pa[pi : pi + _P]
-        ppath = consumequeue_dir if which == -1 else f"{prefix}{table[which]}"
-        children: list[tuple[str, int | None]] = []
-        for c in ca[ci : ci + n]:
-            child = ids.get(c)
-            if child is None:
-                child = ids[c] = (table[c], parse_queue_id(table[c]))
-            children.append(child)
+        if which < -1:
+            raise ValueError(f"bad parent directory entry {which}")
+        got = ca[ci : ci + n]
         ci += n
         if ci > len(ca):
             raise ValueError("fewer children than parent directories hold")
-        parents[ppath] = ((p_mtime, p_ctime, _u64(p_ino)), tuple(children), ())
+        children: tuple[object, ...]
+        if which == -1:
+            children = tuple(map(table.__getitem__, got))  # topic names
+        else:
+            pairs = []
+            for c in got:
+                child = ids.get(c)
+                if child is None:
+                    child = ids[c] = (table[c], parse_queue_id(table[c]))
+                pairs.append(child)
+            children = (*pairs,)
+            children = share_children(children, children)  # most topics hold the same ids
+        key = pack_parent(p_mtime, p_ctime, _u64(p_ino))
+        if which == -1:
+            parents.root = (key, children, ())
+        else:
+            topics[table[which]] = (key, children, ())
     if ci != len(ca):
         raise ValueError("more children than parent directories hold")
     return queues, values, parents
