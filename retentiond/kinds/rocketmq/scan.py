@@ -13,6 +13,7 @@ import struct
 import time
 from collections.abc import ItemsView, Iterator, Mapping
 from sys import intern
+from typing import Any
 
 from retentiond.config.settings import Settings
 from retentiond.engine.identity import identity_of
@@ -217,9 +218,12 @@ class QueueLister:
         # Names tuples (and topic children tuples) of the listings taken in this walk, to share
         # equal ones (emptied before and after each walk, so that it never holds names no
         # queue has any more).
-        self._names: dict[tuple[object, ...], tuple[object, ...]] = {}
+        self._names: dict[Any, Any] = {}
         self.listed = 0  # directories actually read in the last walk (benchmarks, tests)
-        self.queues_listed = 0  # of which queue directories (what the scan cache holds)
+        # Queue directories listed since the scan cache file last took the listings (``saved``):
+        # counted across walks, so that listings a ``plan`` took (it writes no cache) are
+        # written by the next round that does, even when that round lists nothing itself.
+        self.queues_listed = 0
 
     def _root_children(
         self, path: str, foreign: list[ForeignEntry], errors: list[StoreError] | None
@@ -269,7 +273,7 @@ class QueueLister:
                         name = intern(entry.name)  # "0".."N" once, not once per topic
                         if pairs:
                             pair = (name, parse_queue_id(name))
-                            children.append(share(pair, pair))  # type: ignore[arg-type]
+                            children.append(share(pair, pair))
                         else:
                             children.append(name)
                     else:
@@ -330,6 +334,10 @@ class QueueLister:
             self._queues.pop(path, None)
         return listing
 
+    def saved(self) -> None:
+        """The scan cache file now holds every listing remembered."""
+        self.queues_listed = 0
+
     def queue_entries(self) -> ItemsView[str, QueueListing]:
         """The remembered queue listings as (path, listing), for the scan cache file (a
         listing with no names: a directory without queue files)."""
@@ -367,7 +375,7 @@ class QueueLister:
         The loop is written out (one stat and one dict lookup per queue directory on the
         common path) because it runs over every queue of the store.
         """
-        self.listed = self.queues_listed = 0
+        self.listed = 0
         self._names = {}
         queues = self._queues
         get = queues.get

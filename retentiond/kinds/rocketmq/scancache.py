@@ -40,6 +40,7 @@ from itertools import accumulate, repeat
 from operator import mul, sub
 from pathlib import Path
 from sys import intern
+from typing import Any, BinaryIO
 
 import structlog
 
@@ -148,17 +149,17 @@ def save(
     unpack_parent = PARENT_KEY.unpack
     if parents.root_path == consumequeue_dir:
         if parents.root is not None and not parents.root[2]:
-            key, names, _ = parents.root
+            key, topic_names, _ = parents.root
             p_mtime, p_ctime, p_ino = unpack_parent(key)
-            pa.extend((-1, p_mtime, p_ctime, _s64(p_ino), len(names)))
-            ca.extend(strings.setdefault(name, len(strings)) for name in names)  # type: ignore[arg-type]
+            pa.extend((-1, p_mtime, p_ctime, _s64(p_ino), len(topic_names)))
+            ca.extend(strings.setdefault(str(name), len(strings)) for name in topic_names)
         for topic, (key, children, strangers) in parents.topics.items():
             if strangers:
                 continue
             p_mtime, p_ctime, p_ino = unpack_parent(key)
             which = strings.setdefault(topic, len(strings))
             pa.extend((which, p_mtime, p_ctime, _s64(p_ino), len(children)))
-            ca.extend(strings.setdefault(name, len(strings)) for name, _ in children)  # type: ignore[misc]
+            ca.extend(strings.setdefault(pair[0], len(strings)) for pair in children)  # type: ignore[index]
     table = "/".join(strings).encode("utf-8", "surrogateescape")
     cq = consumequeue_dir.encode("utf-8", "surrogateescape")
     head = MAGIC + _HEADER.pack(
@@ -166,7 +167,7 @@ def save(
         len(cq), len(table), len(qa) // _Q, len(na), len(va) // _V, len(pa) // _P, len(ca),
     )  # fmt: skip
     digest = hashlib.sha256()
-    parts = [head, cq, table, *(a.tobytes() for a in (qa, na, va, pa, ca))]
+    parts: list[bytes | array[int]] = [head, cq, table, qa, na, va, pa, ca]  # (no copies)
     for p in parts:
         digest.update(p)
     tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
@@ -177,6 +178,7 @@ def save(
                 f.write(p)
             f.write(digest.digest())
         os.replace(tmp, path)
+        lister.saved()
     except OSError as exc:
         log.warning("cannot write the scan cache", file=str(path), error=str(exc))
         with contextlib.suppress(OSError):
@@ -202,21 +204,24 @@ def load(path: Path, consumequeue_dir: str, cq_file_size: int) -> Loaded | None:
     of this store in this format is ignored with a warning.
     """
     try:
-        with open(path, "rb") as f:
-            raw = f.read()
+        f = open(path, "rb")  # noqa: SIM115 (closed below, after the parse)
     except FileNotFoundError:
         return None
     except OSError as exc:
         log.warning("cannot read the scan cache; ignored", file=str(path), error=str(exc))
         return None
     try:
-        got = _parse(raw, consumequeue_dir, cq_file_size)
+        with f:
+            got = _parse(f, os.fstat(f.fileno()).st_size, consumequeue_dir, cq_file_size)
+    except OSError as exc:
+        log.warning("cannot read the scan cache; ignored", file=str(path), error=str(exc))
+        return None
     except (
-        ValueError, TypeError, KeyError, IndexError, StopIteration, struct.error, OverflowError
+        ValueError, TypeError, KeyError, IndexError, StopIteration, EOFError, struct.error,
+        OverflowError,
     ) as exc:  # fmt: skip
         log.warning("ignoring a corrupt or foreign scan cache", file=str(path), error=str(exc))
         return None
-    del raw
     trim_heap()
     return got
 
@@ -246,7 +251,8 @@ class LoadedValues:
         # in (``plan_queues`` looks a queue up by position first, by path only when that
         # misses: no 100k-entry dictionary to build and search on the common path).
         self.listings = list(listings.values())
-        self._qa, self._na, self._va, self._starts, self._names = qa, na, va, starts, names
+        # (The per-queue records themselves are not kept: their keys are in the listings.)
+        self._na, self._va, self._starts, self._names = na, va, starts, names
         # For ``queues.plan_queues``, which checks the values of the very listings loaded
         # with them (so the same names, in order) straight from the array
         # (``plan_queue_from_file``); any other listing of a queue goes through ``get``.
@@ -273,9 +279,9 @@ class LoadedValues:
         i = self.index.get(path)
         if i is None:
             return None
-        qa, va, same = self._qa, self._va, self._ints.setdefault
-        n = qa[i * _Q + 3]
-        dev = qa[i * _Q + 7]
+        va, same = self._va, self._ints.setdefault
+        n = self._starts[i + 1] - self._starts[i]
+        dev = self.devices[i]
         if dev < 0:
             dev += _U64
         dev = same(dev, dev)
@@ -303,35 +309,55 @@ class _NameTable(dict[int, str]):
         return name
 
 
-def _parse(raw: bytes, consumequeue_dir: str, cq_file_size: int) -> Loaded | None:
+def _read(f: BinaryIO, n: int, digest: Any) -> bytes:
+    data = f.read(n)
+    if len(data) != n:
+        raise ValueError("a truncated file")
+    digest.update(data)
+    return data
+
+
+def _read_array(f: BinaryIO, n: int, digest: Any) -> array[int]:
+    """``n`` 64-bit integers read straight into an array (no copy of the file in memory)."""
+    a = array("q", bytes(8 * n))
+    if f.readinto(a) != 8 * n:  # type: ignore[attr-defined]
+        raise ValueError("a truncated file")
+    digest.update(a)
+    return a
+
+
+def _parse(f: BinaryIO, file_size: int, consumequeue_dir: str, cq_file_size: int) -> Loaded | None:
     """Check everything that can be checked before a single entry is used, then build the
-    entries in one loop over the arrays."""
-    if not raw.startswith(MAGIC) or len(raw) < len(MAGIC) + _HEADER.size + 32:
+    entries in one loop over the arrays. The file is read piece by piece into its arrays (a
+    daemon's peak memory counts: no whole copy of it), and its checksum is checked before
+    anything of it is used."""
+    digest = hashlib.sha256()
+    head = f.read(len(MAGIC) + _HEADER.size)
+    if not head.startswith(MAGIC) or file_size < len(MAGIC) + _HEADER.size + 32:
         raise ValueError("not a retentiond scan cache")
-    # A view, not a copy: the file can be tens of MB, and a daemon's peak memory counts.
-    body, digest = memoryview(raw)[:-32], raw[-32:]
-    if hashlib.sha256(body).digest() != digest:
-        raise ValueError("checksum mismatch (a torn or edited file)")
-    pos = len(MAGIC)
+    digest.update(head)
     version, little, size, dev, ino, n_cq, n_table, n_q, n_n, n_v, n_p, n_c = _HEADER.unpack_from(
-        body, pos
+        head, len(MAGIC)
     )
     if version != VERSION or little != (sys.byteorder == "little"):
         raise ValueError(f"a scan cache of version {version} or another byte order")
-    pos += _HEADER.size
-    cq = bytes(body[pos : pos + n_cq]).decode("utf-8", "surrogateescape")
-    pos += n_cq
-    # No name at all (a store without queues) is written as an empty table, not one ''.
-    table = (
-        bytes(body[pos : pos + n_table]).decode("utf-8", "surrogateescape").split("/")
-        if n_table
-        else []
-    )
-    pos += n_table
+    body_size = len(head) + n_cq + n_table + 8 * (n_q * _Q + n_n + n_v * _V + n_p * _P + n_c)
+    if file_size != body_size + 32:
+        raise ValueError("array lengths do not match the header")
+    cq = _read(f, n_cq, digest).decode("utf-8", "surrogateescape")
     if cq != consumequeue_dir or size != cq_file_size:
         raise ValueError(f"a cache of another store ({cq!r}, file size {size})")
-    if len(body) != pos + 8 * (n_q * _Q + n_n + n_v * _V + n_p * _P + n_c):
-        raise ValueError("array lengths do not match the header")
+    raw_table = _read(f, n_table, digest)
+    qa = _read_array(f, n_q * _Q, digest)
+    na = _read_array(f, n_n, digest)
+    va = _read_array(f, n_v * _V, digest)
+    pa = _read_array(f, n_p * _P, digest)
+    ca = _read_array(f, n_c, digest)
+    if f.read(33) != digest.digest():
+        raise ValueError("checksum mismatch (a torn or edited file)")
+    # No name at all (a store without queues) is written as an empty table, not one ''.
+    table = raw_table.decode("utf-8", "surrogateescape").split("/") if n_table else []
+    del raw_table
     try:
         st = os.stat(consumequeue_dir)
     except OSError:
@@ -342,18 +368,6 @@ def _parse(raw: bytes, consumequeue_dir: str, cq_file_size: int) -> Loaded | Non
     for s in table:
         if s in {"", ".", ".."}:
             raise ValueError(f"bad name {s!r} in the string table")
-    qa, na, va = array("q"), array("q"), array("q")
-    qa.frombytes(body[pos : pos + 8 * n_q * _Q])
-    q_start = pos
-    pos += 8 * n_q * _Q
-    na.frombytes(body[pos : pos + 8 * n_n])
-    pos += 8 * n_n
-    va.frombytes(body[pos : pos + 8 * n_v * _V])
-    pos += 8 * n_v * _V
-    pa, ca = array("q"), array("q")
-    pa.frombytes(body[pos : pos + 8 * n_p * _P])
-    pos += 8 * n_p * _P
-    ca.frombytes(body[pos:])
     queues: dict[str, QueueListing] = {}
     prefix = f"{consumequeue_dir}/"
     # One string per distinct file name: queues are named by logical offsets, which repeat
@@ -377,7 +391,8 @@ def _parse(raw: bytes, consumequeue_dir: str, cq_file_size: int) -> Loaded | Non
     starts = array("q", accumulate(counts, initial=0))
     # Strided views: one C-level step per queue instead of slicing a record apart.
     records = zip(qa[0::_Q], qa[1::_Q], qa[2::_Q], starts[:-1], starts[1:], strict=True)
-    key_at = q_start + 32  # the first queue's key within ``body``
+    keys = memoryview(qa).cast("B")  # each queue's key: the last 32 bytes of its record
+    key_at = 32
     step = 8 * _Q
     new_listing = tuple.__new__  # a NamedTuple without its keyword-handling __new__
     last_offsets = array("q", [-1])
@@ -388,7 +403,7 @@ def _parse(raw: bytes, consumequeue_dir: str, cq_file_size: int) -> Loaded | Non
             if parse_queue_id(dirname) != queue_id:  # only the scan's queues are written
                 raise ValueError(f"bad queue entry {table[t]!r}/{dirname!r}")
             dirnames[d] = queue_id
-        key = raw[key_at : key_at + 32]  # (bytes: ``body`` is a view of ``raw``)
+        key = bytes(keys[key_at : key_at + 32])
         key_at += step
         offsets = na[first:end]
         if offsets != last_offsets:  # (neighbouring queues mostly have the same names)
@@ -399,6 +414,7 @@ def _parse(raw: bytes, consumequeue_dir: str, cq_file_size: int) -> Loaded | Non
         qpath = f"{prefix}{topic}/{table[d]}"
         # The first round re-checks every file it uses (see the module and plan_queues).
         queues[qpath] = new_listing(QueueListing, (topic, queue_id, qpath, names, True, key, ()))
+    keys.release()
     values = LoadedValues(queues, qa, na, va, starts, names_by_offset)
     parents = Parents(consumequeue_dir)
     topics = parents.topics
