@@ -357,8 +357,12 @@ class QueueLister:
         its identity. They are handed out as they are (``unchanged``): the first round after a
         start has no earlier decision for them, so ``plan_queues`` checks every file's
         identity before it uses a value from the file, and from the next round on the
-        listing is the one those checks were made under."""
-        self._queues.update(entries)
+        listing is the one those checks were made under. A lister that remembers nothing
+        yet (a start) takes the dictionary itself rather than a copy of 100k+ entries."""
+        if not self._queues and isinstance(entries, dict):
+            self._queues = entries
+        else:
+            self._queues.update(entries)
 
     def iter_queues(
         self,

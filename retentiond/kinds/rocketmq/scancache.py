@@ -97,6 +97,43 @@ def _ctime_if_same(path: str, ident: FileIdentity) -> int | None:
     return st.st_ctime_ns
 
 
+_SLICE = 8192  # queues per slice of an array written to the cache file
+
+
+def _values(
+    entries: list[tuple[str, QueueListing]],
+    memo: Mapping[str, QueueDecision],
+    loaded: LoadedValues | None,
+) -> array[int]:
+    """The ``_V`` record of each non-last file of these queues: the value their decision
+    read (``memo``; for a queue the memo does not know yet, what was loaded from the file)
+    with the identity it was read under, or a record of "not known"."""
+    va = array("q")
+    loaded_get = loaded.get if loaded is not None else _nothing_loaded
+    unpack = DIR_KEY.unpack
+    for qpath, listing in entries:
+        names = listing.names
+        dev = unpack(listing.key)[3]
+        hit = memo.get(qpath)
+        got = (hit.names, decision_values(hit)) if hit is not None else loaded_get(qpath)
+        known: Values = ()
+        if got is not None and (got[0] is names or got[0] == names):
+            known = got[1]
+        for i in range(len(names) - 1):
+            k = known[i] if i < len(known) else None
+            if k is None or k[0].dev != dev:
+                va.extend((0, 0, 0, 0, -1))
+            else:
+                ident, ctime = k[0], k[2]
+                if ctime is None:
+                    ctime = _ctime_if_same(f"{qpath}/{names[i]}", ident)
+                if ctime is None:
+                    va.extend((0, 0, 0, 0, -1))  # changed or gone since it was read
+                else:
+                    va.extend((_s64(ident.ino), ident.size, ident.mtime_ns, ctime, k[1]))
+    return va
+
+
 def save(
     path: Path,
     consumequeue_dir: str,
@@ -111,39 +148,20 @@ def save(
         st = os.stat(consumequeue_dir)
     except OSError:
         return False
+    # First what the header needs (which queues, how many names, the string table), then
+    # the arrays written a slice of queues at a time: a daemon writes this file after rounds
+    # that listed anything, and whole arrays for 100k+ queues would be a peak of its memory.
     strings: dict[str, int] = {}
-    qa, na, va = array("q"), array("q"), array("q")
-    loaded_get = loaded.get if loaded is not None else _nothing_loaded
-    unpack = DIR_KEY.unpack
+    entries: list[tuple[str, QueueListing]] = []
+    td = array("q")  # per queue written: its topic's and its directory name's string index
+    n_names = 0
     for qpath, listing in lister.queue_entries():
         if not listing.names or listing.strangers:
             continue  # only plain queue directories are worth carrying over
-        key = listing.key
-        dev = unpack(key)[3]
-        names = listing.names
-        hit = memo.get(qpath)
-        got = (hit.names, decision_values(hit)) if hit is not None else loaded_get(qpath)
-        known: Values = ()
-        if got is not None and (got[0] is names or got[0] == names):
-            known = got[1]
-        topic = listing.topic
-        t = strings.setdefault(topic, len(strings))
-        d = strings.setdefault(os.path.basename(qpath), len(strings))
-        qa.extend((t, d, listing.queue_id, len(names)))
-        qa.frombytes(key)  # the key's four 64-bit fields as they are
-        na.extend(map(int, names))
-        for i in range(len(names) - 1):
-            k = known[i] if i < len(known) else None
-            if k is None or k[0].dev != dev:
-                va.extend((0, 0, 0, 0, -1))
-            else:
-                ident, ctime = k[0], k[2]
-                if ctime is None:
-                    ctime = _ctime_if_same(f"{qpath}/{names[i]}", ident)
-                if ctime is None:
-                    va.extend((0, 0, 0, 0, -1))  # changed or gone since it was read
-                else:
-                    va.extend((_s64(ident.ino), ident.size, ident.mtime_ns, ctime, k[1]))
+        entries.append((qpath, listing))
+        td.append(strings.setdefault(listing.topic, len(strings)))
+        td.append(strings.setdefault(os.path.basename(qpath), len(strings)))
+        n_names += len(listing.names)
     pa, ca = array("q"), array("q")
     parents = lister.parent_entries()
     unpack_parent = PARENT_KEY.unpack
@@ -161,21 +179,41 @@ def save(
             pa.extend((which, p_mtime, p_ctime, _s64(p_ino), len(children)))
             ca.extend(strings.setdefault(pair[0], len(strings)) for pair in children)  # type: ignore[index]
     table = "/".join(strings).encode("utf-8", "surrogateescape")
+    del strings
     cq = consumequeue_dir.encode("utf-8", "surrogateescape")
+    n_q = len(entries)
     head = MAGIC + _HEADER.pack(
         VERSION, sys.byteorder == "little", cq_file_size, _s64(st.st_dev), _s64(st.st_ino),
-        len(cq), len(table), len(qa) // _Q, len(na), len(va) // _V, len(pa) // _P, len(ca),
+        len(cq), len(table), n_q, n_names, n_names - n_q, len(pa) // _P, len(ca),
     )  # fmt: skip
     digest = hashlib.sha256()
-    parts: list[bytes | array[int]] = [head, cq, table, qa, na, va, pa, ca]  # (no copies)
-    for p in parts:
-        digest.update(p)
     tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
     try:
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o640)  # as the journal's
         with open(fd, "wb") as f:
-            for p in parts:
-                f.write(p)
+
+            def put(part: bytes | array[int]) -> None:
+                digest.update(part)
+                f.write(part)
+
+            for part in (head, cq, table):
+                put(part)
+            for lo in range(0, n_q, _SLICE):
+                qa = array("q")
+                for j in range(lo, min(n_q, lo + _SLICE)):
+                    listing = entries[j][1]
+                    qa.extend((td[2 * j], td[2 * j + 1], listing.queue_id, len(listing.names)))
+                    qa.frombytes(listing.key)  # the key's four 64-bit fields as they are
+                put(qa)
+            for lo in range(0, n_q, _SLICE):
+                na = array("q")
+                for _, listing in entries[lo : lo + _SLICE]:
+                    na.extend(map(int, listing.names))
+                put(na)
+            for lo in range(0, n_q, _SLICE):
+                put(_values(entries[lo : lo + _SLICE], memo, loaded))
+            put(pa)
+            put(ca)
             f.write(digest.digest())
         os.replace(tmp, path)
         lister.saved()
@@ -245,7 +283,6 @@ class LoadedValues:
 
     def __init__(self, listings: dict[str, QueueListing], qa: array[int], na: array[int],
                  va: array[int], starts: array[int], names: _NameTable) -> None:  # fmt: skip
-        self._paths = listings  # path -> listing, in file order
         self._at: dict[str, int] | None = None  # path -> position, made when first asked
         # In file order, which is the order a walk of the unchanged directories visits them
         # in (``plan_queues`` looks a queue up by position first, by path only when that
@@ -271,7 +308,7 @@ class LoadedValues:
     def index(self) -> dict[str, int]:
         """Each queue directory's position in the file."""
         if self._at is None:
-            self._at = {path: i for i, path in enumerate(self._paths)}
+            self._at = {q.directory: i for i, q in enumerate(self.listings)}
         return self._at
 
     def get(self, path: str) -> tuple[tuple[str, ...], Values] | None:
