@@ -49,7 +49,7 @@ from retentiond.kinds.rocketmq.names import parse_queue_id
 from retentiond.kinds.rocketmq.plan import QueueDecision
 from retentiond.kinds.rocketmq.queues import Values, decision_values
 from retentiond.kinds.rocketmq.reader import Known
-from retentiond.kinds.rocketmq.scan import DIR_KEY, PARENT_KEY, Parents, QueueLister
+from retentiond.kinds.rocketmq.scan import DIR_KEY, PARENT_KEY, ParentListing, Parents, QueueLister
 from retentiond.kinds.rocketmq.snapshot import QueueListing
 
 log = structlog.get_logger("retentiond.scancache")
@@ -101,7 +101,7 @@ _SLICE = 8192  # queues per slice of an array written to the cache file
 
 
 def _values(
-    entries: list[tuple[str, QueueListing]],
+    entries: list[QueueListing],
     memo: Mapping[str, QueueDecision],
     loaded: LoadedValues | None,
 ) -> array[int]:
@@ -111,8 +111,8 @@ def _values(
     va = array("q")
     loaded_get = loaded.get if loaded is not None else _nothing_loaded
     unpack = DIR_KEY.unpack
-    for qpath, listing in entries:
-        names = listing.names
+    for listing in entries:
+        qpath, names = listing.directory, listing.names
         dev = unpack(listing.key)[3]
         hit = memo.get(qpath)
         got = (hit.names, decision_values(hit)) if hit is not None else loaded_get(qpath)
@@ -152,39 +152,40 @@ def save(
     # the arrays written a slice of queues at a time: a daemon writes this file after rounds
     # that listed anything, and whole arrays for 100k+ queues would be a peak of its memory.
     strings: dict[str, int] = {}
-    entries: list[tuple[str, QueueListing]] = []
+    entries: list[QueueListing] = []  # (a listing's ``directory`` is its path)
     td = array("q")  # per queue written: its topic's and its directory name's string index
     n_names = 0
-    for qpath, listing in lister.queue_entries():
+    for _, listing in lister.queue_entries():
         if not listing.names or listing.strangers:
             continue  # only plain queue directories are worth carrying over
-        entries.append((qpath, listing))
+        entries.append(listing)
         td.append(strings.setdefault(listing.topic, len(strings)))
-        td.append(strings.setdefault(os.path.basename(qpath), len(strings)))
+        td.append(strings.setdefault(os.path.basename(listing.directory), len(strings)))
         n_names += len(listing.names)
-    pa, ca = array("q"), array("q")
     parents = lister.parent_entries()
-    unpack_parent = PARENT_KEY.unpack
+    root: ParentListing | None = None
+    topics: list[tuple[str, ParentListing]] = []
+    n_children = 0
     if parents.root_path == consumequeue_dir:
         if parents.root is not None and not parents.root[2]:
-            key, topic_names, _ = parents.root
-            p_mtime, p_ctime, p_ino = unpack_parent(key)
-            pa.extend((-1, p_mtime, p_ctime, _s64(p_ino), len(topic_names)))
-            ca.extend(strings.setdefault(str(name), len(strings)) for name in topic_names)
-        for topic, (key, children, strangers) in parents.topics.items():
-            if strangers:
-                continue
-            p_mtime, p_ctime, p_ino = unpack_parent(key)
-            which = strings.setdefault(topic, len(strings))
-            pa.extend((which, p_mtime, p_ctime, _s64(p_ino), len(children)))
-            ca.extend(strings.setdefault(pair[0], len(strings)) for pair in children)  # type: ignore[index]
+            root = parents.root
+            n_children += len(root[1])
+            for name in root[1]:
+                strings.setdefault(str(name), len(strings))
+        for topic, plisting in parents.topics.items():
+            if not plisting[2]:
+                topics.append((topic, plisting))
+                strings.setdefault(topic, len(strings))
+                n_children += len(plisting[1])
+                for pair in plisting[1]:
+                    strings.setdefault(pair[0], len(strings))  # type: ignore[index]
     table = "/".join(strings).encode("utf-8", "surrogateescape")
-    del strings
     cq = consumequeue_dir.encode("utf-8", "surrogateescape")
     n_q = len(entries)
     head = MAGIC + _HEADER.pack(
         VERSION, sys.byteorder == "little", cq_file_size, _s64(st.st_dev), _s64(st.st_ino),
-        len(cq), len(table), n_q, n_names, n_names - n_q, len(pa) // _P, len(ca),
+        len(cq), len(table), n_q, n_names, n_names - n_q, (root is not None) + len(topics),
+        n_children,
     )  # fmt: skip
     digest = hashlib.sha256()
     tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
@@ -201,19 +202,40 @@ def save(
             for lo in range(0, n_q, _SLICE):
                 qa = array("q")
                 for j in range(lo, min(n_q, lo + _SLICE)):
-                    listing = entries[j][1]
+                    listing = entries[j]
                     qa.extend((td[2 * j], td[2 * j + 1], listing.queue_id, len(listing.names)))
                     qa.frombytes(listing.key)  # the key's four 64-bit fields as they are
                 put(qa)
             for lo in range(0, n_q, _SLICE):
                 na = array("q")
-                for _, listing in entries[lo : lo + _SLICE]:
+                for listing in entries[lo : lo + _SLICE]:
                     na.extend(map(int, listing.names))
                 put(na)
             for lo in range(0, n_q, _SLICE):
                 put(_values(entries[lo : lo + _SLICE], memo, loaded))
+            del entries, td
+            unpack_parent = PARENT_KEY.unpack
+            # The parents' records (consumequeue/ first), then their children's names.
+            pa = array("q")
+            if root is not None:
+                p_mtime, p_ctime, p_ino = unpack_parent(root[0])
+                pa.extend((-1, p_mtime, p_ctime, _s64(p_ino), len(root[1])))
             put(pa)
+            for lo in range(0, len(topics), _SLICE):
+                pa = array("q")
+                for topic, (key, children, _) in topics[lo : lo + _SLICE]:
+                    p_mtime, p_ctime, p_ino = unpack_parent(key)
+                    pa.extend((strings[topic], p_mtime, p_ctime, _s64(p_ino), len(children)))
+                put(pa)
+            ca = array("q")
+            if root is not None:
+                ca.extend(strings[str(name)] for name in root[1])
             put(ca)
+            for lo in range(0, len(topics), _SLICE):
+                ca = array("q")
+                for _, (_, children, _) in topics[lo : lo + _SLICE]:
+                    ca.extend(strings[pair[0]] for pair in children)  # type: ignore[index]
+                put(ca)
             f.write(digest.digest())
         os.replace(tmp, path)
         lister.saved()
