@@ -12,7 +12,7 @@ DEMO := demo
 DAEMON_ENV := $(VENV)/.installed
 FULL_ENV := $(VENV)/.installed-test-spark
 
-.PHONY: venv venv-full system-deps test lint run demo-store bench bench-plan bench-spark bench-kafka clean
+.PHONY: venv venv-full system-deps test lint run demo-store bench bench-round bench-check bench-plan bench-spark bench-kafka clean
 
 venv: $(DAEMON_ENV)
 venv-full: $(FULL_ENV)
@@ -51,9 +51,14 @@ run: demo-store
 	@echo "Prometheus metrics:  curl -s http://127.0.0.1:9465/metrics | grep ^retentiond_"
 	$(BIN)/retentiond --log-format console run --config $(DEMO)/broker.yaml
 
-bench: venv
+bench: venv  # issue 28: plan, rounds, daemon memory and READY on four store shapes beside find
+	$(BIN)/python bench/bench_shapes.py
+
+bench-round: venv  # issue 11's detail on bench-100k: rounds, in-process plan, a daemon's idle CPU
 	$(BIN)/python bench/bench_round.py
-	$(BIN)/python bench/bench_plan.py
+
+bench-check: venv  # the same deletions as main on every shape, with and without the scan cache
+	$(BIN)/python bench/check_plans.py --base main
 
 bench-plan: venv  # `retentiond plan` (text, --json) end to end beside find, and its stages
 	$(BIN)/python bench/bench_plan.py

@@ -149,15 +149,24 @@ def _list_dir(path: str, foreign: list[ForeignEntry]) -> tuple[list[str], list[F
     """Regular files with offset names in a queue directory, and everything else as foreign."""
     names: list[str] = []
     strangers: list[ForeignEntry] = []
+    append = names.append
     with os.scandir(path) as entries:
         for entry in entries:
             name = entry.name
-            if entry.is_file(follow_symlinks=False) and _is_offset_name(name):
-                names.append(intern(name))  # offsets repeat across queues: one string each
+            # _is_offset_name, inline: this runs for every file of a store's first walk.
+            if (
+                len(name) == 20
+                and name.isdigit()
+                and name.isascii()
+                and name <= _MAX_OFFSET_NAME
+                and entry.is_file(follow_symlinks=False)
+            ):
+                append(intern(name))  # offsets repeat across queues: one string each
             else:
                 strangers.append(ForeignEntry(entry.path, _classify(entry) or ForeignWhy.NAME))
     names.sort()  # fixed-width decimal: lexicographic order is offset order
-    foreign.extend(strangers)
+    if strangers:
+        foreign.extend(strangers)
     return names, strangers
 
 
