@@ -32,8 +32,8 @@ import psutil
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from retentiond.engine.holders import find_owner
-from retentiond.engine.owner import OwnerWatch, count_maps, read_owner
+from retentiond.engine.proc.files import find_owner
+from retentiond.engine.proc.owner import OwnerWatch, count_maps, read_owner
 from tests.helpers.broker_proc import FakeBroker
 
 MAX_MAP_COUNT = Path("/proc/sys/vm/max_map_count")

@@ -40,12 +40,11 @@ from typing import Any
 
 from machine import load, machine
 
-from retentiond.config.loader import load_settings
-from retentiond.engine import jsonstream
 from retentiond.engine.cleaner import Cleaner
 from retentiond.engine.round import Mode
-from retentiond.kinds import kind_for
+from retentiond.kinds import kind_for, load_settings
 from retentiond.storegen.rocketmq import PRESETS, generate_store, write_config
+from retentiond.text import jsonstream
 
 HOURS = ";".join(f"{h:02d}" for h in range(24))
 

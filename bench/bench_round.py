@@ -35,10 +35,9 @@ from pathlib import Path
 
 from machine import machine
 
-from retentiond.config.loader import load_settings
 from retentiond.engine.cleaner import Cleaner
 from retentiond.journal.writer import Journal, Origin
-from retentiond.kinds import kind_for
+from retentiond.kinds import kind_for, load_settings
 from retentiond.storegen.rocketmq import PRESETS, generate_store, write_config
 
 
@@ -173,8 +172,10 @@ def main() -> int:
         f"setup round deleted {len(first.deleted)} files; min offset now "
         f"{first.plan.queues.min_offset}"
     )
-    idle = dataclasses.replace(settings, delete_hours=((time.gmtime().tm_hour + 12) % 24,),
-                               delete_when="never-now", daemon=dataclasses.replace(
+    idle = dataclasses.replace(settings, store=dataclasses.replace(
+                                   settings.store,
+                                   delete_hours=((time.gmtime().tm_hour + 12) % 24,),
+                                   delete_when="never-now"), daemon=dataclasses.replace(
                                    settings.daemon, timezone="UTC"))  # fmt: skip
 
     def find() -> None:

@@ -17,7 +17,12 @@ import threading
 from enum import StrEnum
 from typing import TypeAlias, TypeVar
 
-SCHEMA_VERSION = 2  # 2: reason unlink_refused; the Kafka file kind and its reasons
+# 2: reason unlink_refused; the Kafka file kind and its reasons. 3: the deletion's loss; keep
+# reasons unconsumed and pending_timer. 4: one plan envelope for every kind; not_expired for
+# every kept file younger than its retention; plans say when. 5: Kafka leftovers and rescue:
+# file kind partition_dir; reasons delete_dir_leftover, orphan_partition, stray_partition,
+# rescue_beyond_retention; "rescue": true on records (docs/journal.md keeps the table)
+SCHEMA_VERSION = 5
 
 
 class Kind(StrEnum):
@@ -27,6 +32,7 @@ class Kind(StrEnum):
     CONSUMEQUEUE = "consumequeue"
     INDEX = "index"
     KAFKA_SEGMENT = "kafka_segment"  # a Kafka segment: its .log and companions go together
+    PARTITION_DIR = "partition_dir"  # a whole Kafka partition dir (a leftover), with its files
 
 
 class Verdict(StrEnum):
@@ -45,10 +51,10 @@ class Reason(StrEnum):
 
     # Reasons to keep.
     NEWEST_FILE = "newest_file"  # newest file holding data, or pre-allocated after it
-    NOT_EXPIRED = "not_expired"
+    NOT_EXPIRED = "not_expired"  # younger than fileReservedTime: it would not go in any pass
     NOT_TIME_TO_DELETE = "not_time_to_delete"  # no trigger fired this round
-    BATCH_LIMIT = "batch_limit"  # deleteFileBatchMax reached
-    AFTER_FIRST_KEPT = "after_first_kept"  # never delete past a file that does not qualify
+    BATCH_LIMIT = "batch_limit"  # deleteFileBatchMax reached; for a file that would go
+    AFTER_FIRST_KEPT = "after_first_kept"  # would go, but is behind a file that does not
     HOLDS_LIVE_OFFSET = "holds_live_offset"  # CQ/index still points at or above CL min
     MIN_OFFSET_UNCHANGED = "min_offset_unchanged"  # CL min offset did not move since last round
     UNREADABLE = "unreadable"  # a value needed for the decision could not be read
@@ -56,11 +62,20 @@ class Reason(StrEnum):
     HELD_BY_OTHER_PROCESS = "held_by_other_process"  # first attempt: wait for the interval
     STORE_ERROR = "store_error"  # the store (or a path of it) could not be measured
     UNLINK_REFUSED = "unlink_refused"  # the last unlink failed (EPERM, EROFS...): backing off
+    # The opt-in guard (retentiond.guard.* = keep): the file holds what a reader still needs.
+    UNCONSUMED = "unconsumed"  # unread messages of an active consumer group
+    PENDING_TIMER = "pending_timer"  # pending timer, delay-level or half messages
 
     # Kafka (UnifiedLog.deleteOldSegments, shared/spec/kafka.md §2): reasons to delete.
     LOG_START_OFFSET_BREACH = "log_start_offset_breach"  # wholly below the log start offset
     RETENTION_BYTES_BREACH = "retention_bytes_breach"  # partition over retention.bytes
     RETENTION_MS_BREACH = "retention_ms_breach"  # largest timestamp older than retention.ms
+    # `retentiond rescue --beyond-retention`: oldest first past the configured retention
+    RESCUE_BEYOND_RETENTION = "rescue_beyond_retention"
+    # Kafka partition dirs (file kind partition_dir); also the keep reason of one not removed
+    DELETE_DIR_LEFTOVER = "delete_dir_leftover"  # a -delete dir past file.delete.delay.ms
+    ORPHAN_PARTITION = "orphan_partition"  # its topic id is no longer in the metadata log
+    STRAY_PARTITION = "stray_partition"  # a -stray dir (KRaft never deletes them)
     # Kafka: reasons to keep.
     WITHIN_RETENTION = "within_retention"  # no pass's predicate holds for it
     ABOVE_HIGH_WATERMARK = "above_high_watermark"  # holds offsets at or above the HW
@@ -88,7 +103,16 @@ DELETE_REASONS = frozenset(
 
 # The Kafka kind's reasons to delete (kept apart until the journal docs and metrics list them).
 KAFKA_DELETE_REASONS = frozenset(
-    {Reason.LOG_START_OFFSET_BREACH, Reason.RETENTION_BYTES_BREACH, Reason.RETENTION_MS_BREACH}
+    {
+        Reason.LOG_START_OFFSET_BREACH,
+        Reason.RETENTION_BYTES_BREACH,
+        Reason.RETENTION_MS_BREACH,
+        Reason.RESCUE_BEYOND_RETENTION,
+    }
+)
+# The reasons a whole Kafka partition dir (file kind partition_dir) is removed for.
+KAFKA_DIR_REASONS = frozenset(
+    {Reason.DELETE_DIR_LEFTOVER, Reason.ORPHAN_PARTITION, Reason.STRAY_PARTITION}
 )
 
 

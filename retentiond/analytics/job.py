@@ -93,7 +93,24 @@ class Result:
     steps: dict[str, float] = field(default_factory=dict)
 
 
-def build_session(master: str | None) -> SparkSession:
+def local_conf(progress: bool) -> dict[str, str]:
+    """The settings of an embedded (local) session: no web UI; Spark's own console progress
+    bar (stages and tasks, redrawn on stderr) only for a person at a terminal (``progress``);
+    file:// through the raw local file system: Hadoop's default wraps it in a checksum layer
+    that looks for a ``.crc`` side file next to every input file (the shipper writes none)
+    and writes one next to every Parquet file; this session is the only reader that would
+    check them."""
+    return {
+        "spark.ui.enabled": "false",
+        "spark.ui.showConsoleProgress": "true" if progress else "false",
+        "spark.hadoop.fs.file.impl": "org.apache.hadoop.fs.RawLocalFileSystem",
+    }
+
+
+def build_session(master: str | None, progress: bool | None = None) -> SparkSession:
+    """The session of a run: ``master``, or the one spark-submit passes, else an embedded
+    ``local[*]``. ``progress`` (default: whether stderr is a terminal) turns Spark's console
+    progress bar on for an embedded session."""
     builder = SparkSession.builder.appName("retentiond-analyze")
     under_submit = "PYSPARK_GATEWAY_PORT" in os.environ  # spark-submit passes its master
     if master:
@@ -101,16 +118,10 @@ def build_session(master: str | None) -> SparkSession:
     elif not under_submit:
         builder = builder.master("local[*]")
     if not under_submit and (master is None or master.startswith("local")):
-        builder = builder.config("spark.ui.enabled", "false").config(
-            "spark.ui.showConsoleProgress", "false"
-        )
-        # file:// through the raw local file system: Hadoop's default wraps it in a checksum
-        # layer that looks for a ``.crc`` side file next to every input file (the shipper
-        # writes none) and writes one next to every Parquet file; this session is the only
-        # reader that would check them.
-        builder = builder.config(
-            "spark.hadoop.fs.file.impl", "org.apache.hadoop.fs.RawLocalFileSystem"
-        )
+        if progress is None:
+            progress = sys.stderr.isatty()
+        for key, value in local_conf(progress).items():
+            builder = builder.config(key, value)
     return builder.getOrCreate()
 
 

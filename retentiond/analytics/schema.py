@@ -19,7 +19,11 @@ from pyspark.sql.types import (
     StructType,
 )
 
-SUPPORTED_SCHEMA_VERSION = 2  # 2 added the keep reason unlink_refused only
+# Records of every version up to this one are read (docs/journal.md, "Versioning"): 2 added
+# the keep reason unlink_refused; 3 the deletion's `loss`; 4 changed only plans and the kept
+# files' reasons, so its records read as version 3's; 5 the Kafka partition_dir file kind and
+# the rescue's reasons and `rescue` field.
+SUPPORTED_SCHEMA_VERSION = 5
 
 
 def _f(name: str, kind: object) -> StructField:
@@ -131,7 +135,7 @@ ROUND = StructType(
     ]
 )
 
-# Idle rounds folded by the daemon (``engine/rollup.py``): what the tables read of them.
+# Idle rounds folded by the daemon (``journal/rollup.py``): what the tables read of them.
 ROUND_SUMMARY = StructType(
     [
         *_COMMON,

@@ -19,7 +19,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from retentiond.engine.rollup import IdleView, RoundFolder
+from retentiond.journal.rollup import IdleView, RoundFolder
 
 HOUR_MS = 3_600_000
 DAY_MS = 24 * HOUR_MS

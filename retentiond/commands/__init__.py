@@ -23,7 +23,9 @@ from retentiond import __version__
 
 GROUPS = (
     "rounds",
+    "rescue",
     "store",
+    "config",
     "daemon",
     "ship",
     "journal",
@@ -32,8 +34,10 @@ GROUPS = (
 _GROUP_OF = {
     "once": "rounds",
     "plan": "rounds",
+    "rescue": "rescue",
     "check-config": "store",
     "gen-store": "store",
+    "config": "config",
     "run": "daemon",
     "trigger-delete": "daemon",
     "status": "daemon",
@@ -92,8 +96,8 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
     """The parser, with only the named command's group when ``argv`` names a known one."""
     parser = argparse.ArgumentParser(
         prog="retentiond",
-        description="Retention daemon for RocketMQ stores: deletes what the broker's own "
-        "cleaner would, safely, from outside the broker.",
+        description="Retention daemon for RocketMQ stores and Kafka log dirs: deletes what "
+        "the broker's own retention would, safely, from outside the broker.",
     )
     parser.add_argument("--version", action="version", version=f"retentiond {__version__}")
     _add_global_options(parser, defaults=True)
@@ -107,4 +111,8 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
         importlib.import_module(f"retentiond.commands.{name}").register(sub)
     for command_parser in sub.choices.values():
         _add_global_options(command_parser, defaults=False)
+        for action in command_parser._actions:  # a command's own commands (`config show`)
+            if isinstance(action, argparse._SubParsersAction):
+                for nested in action.choices.values():
+                    _add_global_options(nested, defaults=False)
     return parser

@@ -20,14 +20,25 @@ from retentiond.commands.common import (
 )
 
 
-def _client_socket(config: str) -> Path:
-    """The socket a valid config names; for a file that does not validate, the socket its raw
-    text names (or the default), with a note, because a refused edit is exactly when an
-    operator runs `status`."""
-    from retentiond.config.loader import ConfigError, load_settings
+def _client_target(config: str) -> tuple[list[Path], str | None]:
+    """Where to look for the daemon of ``config``, and the hash of the settings the file holds
+    now. For a file that does not validate: the places its raw text names (or the defaults)
+    and no hash, with a note, because a refused edit is exactly when an operator runs
+    `status`."""
+    from retentiond.config.loader import read_config_file
+    from retentiond.config.problems import ConfigError
     from retentiond.daemon import control
+    from retentiond.kinds import load_settings
 
     path = Path(config).absolute()
+    try:
+        read_config_file(path)
+    except ConfigError as exc:
+        # No file to read (or no right to): a daemon started with it may still answer, found
+        # by the path alone; say what is wrong with the file, not that it "does not validate".
+        for problem in exc.problems:
+            print(f"note: {problem}", file=sys.stderr)
+        return control.client_socket_paths(path, None), None
     try:
         settings = load_settings(path, check_store=False)
     except ConfigError:
@@ -35,8 +46,8 @@ def _client_socket(config: str) -> Path:
             f"note: {config} does not validate; the daemon keeps its last good settings",
             file=sys.stderr,
         )
-        return control.peek_socket_path(path)
-    return control.socket_path(settings, path)
+        return control.client_socket_paths(path, None), None
+    return control.client_socket_paths(path, settings), settings.config_hash
 
 
 def cmd_run(args: argparse.Namespace) -> int:
@@ -52,14 +63,32 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 def _ask(args: argparse.Namespace, command: str) -> dict[str, object] | None:
+    """The reply of the daemon serving this very file (its real path), or None (exit 7) when
+    none answers, a daemon serving another file included: that one is asked nothing."""
     from retentiond.daemon import control
 
-    path = _client_socket(args.config)
+    places, file_hash = _client_target(args.config)
+    real = control.real_config_path(Path(args.config).absolute())
     try:
-        return control.request(path, command)
+        answer = control.ask(places, command, config=real)
     except control.ControlError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return None
+    running = answer.daemon.get("config_hash")
+    if not answer.daemon:
+        print(
+            f"warning: the daemon on {answer.path} does not say which configuration it serves "
+            "(an older retentiond?)",
+            file=sys.stderr,
+        )
+    elif file_hash is not None and running != file_hash:
+        print(
+            f"warning: the daemon (pid {answer.daemon.get('pid')}) runs settings {running}, "
+            f"but {real} now holds {file_hash}: a reload was refused or is still to come "
+            "(see the config lines of `retentiond status`)",
+            file=sys.stderr,
+        )
+    return answer.result
 
 
 def cmd_trigger_delete(args: argparse.Namespace) -> int:

@@ -24,7 +24,7 @@ from retentiond.commands.common import (
 )
 
 if TYPE_CHECKING:
-    from retentiond.config.settings import Settings
+    from retentiond.config.settings import Settings, StoreSection
 
 
 def _words(values: list[str] | None) -> frozenset[str] | None:
@@ -34,9 +34,10 @@ def _words(values: list[str] | None) -> frozenset[str] | None:
     return frozenset(w.strip() for v in values for w in v.split(",") if w.strip())
 
 
-def _settings(path: str) -> Settings:
+def _settings(path: str) -> Settings[StoreSection]:
     """The settings, without checking the store: its journal outlives an unmounted store."""
-    from retentiond.config.loader import ConfigError, load_settings
+    from retentiond.config.problems import ConfigError
+    from retentiond.kinds import load_settings
 
     try:
         return load_settings(path, check_store=False)
@@ -138,7 +139,7 @@ def _loses(record: dict[str, object]) -> str:
 
 
 def _row(record: dict[str, object], zone: ZoneInfo | None) -> list[str]:
-    from retentiond.engine.units import human_age, human_bytes
+    from retentiond.text.units import human_age, human_bytes
 
     kind = record.get("type")
     if kind in ("round", "round_summary"):
@@ -186,7 +187,7 @@ def render_table(
 ) -> str:
     """One line per record, oldest first; the TYPE column only when several types show, the
     LOSES column only when a record says what it lost."""
-    from retentiond.engine.units import human_bytes
+    from retentiond.text.units import human_bytes
 
     header = [
         f"TIME ({_zone_label(zone, zone_name)})",

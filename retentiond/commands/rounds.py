@@ -17,14 +17,18 @@ from retentiond.kinds import kind_for
 
 
 def cmd_once(args: argparse.Namespace) -> int:
+    from retentiond.commands.progress import Progress, RoundProgress
     from retentiond.engine.cleaner import Cleaner
-    from retentiond.engine.units import human_bytes
+    from retentiond.text.units import human_bytes
 
     settings = load_settings_or_exit(args.config)
     dry_run = args.dry_run or settings.daemon.dry_run
     journal = None if dry_run else open_journal(settings)
     cleaner = Cleaner(kind_for(settings), journal=journal)
-    result = cleaner.run_round(manual=args.manual, dry_run=dry_run)
+    with Progress("retentiond once") as progress:
+        if progress.enabled:
+            cleaner.add_listener(RoundProgress(progress))
+        result = cleaner.run_round(manual=args.manual, dry_run=dry_run)
     plan = result.plan
     if args.json:
         doc = plan.as_dict(all_queue_files=False)
@@ -85,23 +89,31 @@ def cmd_plan(args: argparse.Namespace) -> int:
 
 
 def _plan(args: argparse.Namespace) -> int:
+    from retentiond.commands.progress import Progress
     from retentiond.engine.cleaner import Cleaner
 
     settings = load_settings_or_exit(args.config)
     # An incomplete view of /proc (a VM's init) is said only where it changed the plan.
     cleaner = Cleaner(kind_for(settings), announce_proc_view=False)
-    plan = cleaner.plan(manual=args.manual)
-    if args.json:
-        as_document = getattr(plan, "as_document", None)  # streamed when the kind can
-        if as_document is not None:
-            from retentiond.engine import jsonstream
+    with Progress("retentiond plan") as progress:
+        progress.update("scanning and planning the store")
+        plan = cleaner.plan(manual=args.manual)
+        progress.update("writing the plan")
+        if sys.stdout.isatty():
+            progress.close()  # the plan goes to the same terminal: no line drawn over it
+        if args.json:
+            as_document = getattr(plan, "as_document", None)  # streamed when the kind can
+            if as_document is not None:
+                from retentiond.text import jsonstream
 
-            jsonstream.dump(as_document(), sys.stdout)
+                jsonstream.dump(as_document(), sys.stdout)
+            else:
+                json.dump(plan.as_dict(), sys.stdout, indent=2)
+            print()
         else:
-            json.dump(plan.as_dict(), sys.stdout, indent=2)
-        print()
-    else:
-        print(cleaner.kind.render_plan(plan, all_queue_files=args.all))
+            text = cleaner.kind.render_plan(plan, all_queue_files=args.all)
+            progress.close()
+            print(text)
     doubt = cleaner.proc_view_doubt()
     if doubt is not None:
         print(f"note: {doubt}", file=sys.stderr)
@@ -120,7 +132,9 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p.set_defaults(func=cmd_once)
 
     p = sub.add_parser("plan", help="show what a round would do now, with every verdict")
-    p.add_argument("--config", required=True)
+    p.add_argument(
+        "--config", required=True, help="broker.yaml, broker.conf or Kafka's server.properties"
+    )
     p.add_argument("--manual", action="store_true", help="plan a manual-delete round")
     p.add_argument("--json", action="store_true", help="the versioned plan document")
     p.add_argument("--all", action="store_true", help="list every consume-queue file")

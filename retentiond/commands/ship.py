@@ -110,7 +110,9 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p = sub.add_parser(
         "ship", help="ship closed journal segments to retentiond.ship.target once, now"
     )
-    p.add_argument("--config", required=True, help="broker.yaml or broker.conf")
+    p.add_argument(
+        "--config", required=True, help="broker.yaml, broker.conf or Kafka's server.properties"
+    )
     p.add_argument(
         "--target", help="ship here (an absolute path) instead of retentiond.ship.target"
     )

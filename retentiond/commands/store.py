@@ -6,15 +6,46 @@ import argparse
 import os
 import sys
 from pathlib import Path
-from typing import Any
 
-from retentiond.commands.common import EXIT_OK, EXIT_USAGE, load_settings_or_exit
+from retentiond.commands.common import (
+    EXIT_JOURNAL,
+    EXIT_OK,
+    EXIT_STORE,
+    EXIT_USAGE,
+    journal_dir,
+    read_settings_or_exit,
+)
 
 
 def cmd_check_config(args: argparse.Namespace) -> int:
-    settings = load_settings_or_exit(args.file)
+    """Exit 3 for a configuration wrong in itself, else 4 when its store cannot be used now
+    (missing, unmounted, unreadable: the daemon would start and retry it every round), else 6
+    when the journal directory cannot be used (the daemon and ``once`` would exit 6): what
+    the daemon would meet, found without creating anything."""
+    from retentiond.journal.place import unusable
+
+    settings, store_errors = read_settings_or_exit(args.file)
+    for problem in store_errors:
+        print(f"error: {problem}", file=sys.stderr)
+    directory = journal_dir(settings)
+    journal = unusable(directory)
+    if journal is not None:
+        print(f"error: journal directory {directory}: {journal}", file=sys.stderr)
+    if store_errors:
+        print(
+            f"{args.file}: the store cannot be used now (a store error: `once` and `plan` "
+            "exit 4, the daemon starts and retries every round)",
+            file=sys.stderr,
+        )
+        return EXIT_STORE
+    if journal is not None:
+        print(
+            f"{args.file}: the journal cannot be used (the daemon and `once` exit 6)",
+            file=sys.stderr,
+        )
+        return EXIT_JOURNAL
     print(
-        f"{args.file}: ok (config {settings.config_hash}, {settings.store_kind} store "
+        f"{args.file}: ok (config {settings.config_hash}, {settings.store.kind_name} store "
         f"{settings.store_label})"
     )
     return EXIT_OK
@@ -29,46 +60,6 @@ def _topics(text: str) -> dict[str, int]:
             raise argparse.ArgumentTypeError(f"{item!r}: expected topic or topic:partitions")
         out[name] = int(count) if count else 1
     return out
-
-
-def _gen_kafka(args: argparse.Namespace) -> int:
-    """A realistic Kafka log dir (storegen/kafka.py) whose newest data is now, and with
-    ``--config-out`` a server.properties pointing at it."""
-    import dataclasses
-    import time
-
-    from retentiond.storegen.kafka import (
-        KafkaStoreSpec,
-        generate_kafka_store,
-        write_server_properties,
-    )
-
-    if args.sparse:
-        print("error: --sparse is for RocketMQ stores", file=sys.stderr)
-        return EXIT_USAGE
-    spec = KafkaStoreSpec(now_ms=int(time.time() * 1000))
-    overrides: dict[str, Any] = {}  # (checked by the dataclass's own types below)
-    if args.topics is not None:
-        overrides["topics"] = args.topics
-    if args.messages is not None:
-        overrides["records_per_partition"] = args.messages
-    if args.file_size is not None:
-        overrides["segment_bytes"] = args.file_size
-    if args.oldest_hours is not None:
-        overrides["span_ms"] = int(args.oldest_hours * 3_600_000)
-    spec = dataclasses.replace(spec, **overrides)
-    log_dir = Path(args.dir).absolute()
-    store = generate_kafka_store(log_dir, spec)
-    segments = sum(len(s) for s in store.partitions.values())
-    print(
-        f"generated Kafka log dir at {log_dir}: {len(spec.topics)} topics, "
-        f"{len(store.partitions)} partitions, {segments} segments, checkpoints, a KRaft "
-        "metadata log with the topic overrides"
-    )
-    if args.config_out:
-        path = write_server_properties(Path(args.config_out).absolute(), [log_dir])
-        print(f"wrote config {path}")
-    return EXIT_OK
 
 
 def _not_empty(path: Path) -> str | None:
@@ -88,7 +79,7 @@ def _not_empty(path: Path) -> str | None:
 
 
 def cmd_gen_store(args: argparse.Namespace) -> int:
-    import dataclasses
+    from retentiond.storegen import GenStoreRefused, GenStoreRequest, generator
 
     why = _not_empty(Path(args.dir))
     if why is not None:
@@ -98,40 +89,48 @@ def cmd_gen_store(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return EXIT_USAGE
-    if args.kind == "kafka":
-        return _gen_kafka(args)
+    from retentiond.commands.progress import Progress
 
-    from retentiond.storegen.rocketmq import PRESETS, generate_store, write_config
-
-    spec = PRESETS[args.preset]
-    overrides: dict[str, Any] = {"sparse": True} if args.sparse else {}
-    if args.messages is not None:
-        overrides["messages"] = args.messages
-    if args.file_size is not None:
-        overrides["commitlog_file_size"] = args.file_size
-    if args.oldest_hours is not None:
-        overrides["oldest_age_hours"] = args.oldest_hours
-    spec = dataclasses.replace(spec, **overrides)
-    root = Path(args.dir).absolute()
-    store = generate_store(root, spec)
-    print(f"generated store at {root}: {store.summary()}")
-    if args.config_out:
-        path = write_config(root, spec, Path(args.config_out).absolute())
-        print(f"wrote config {path}")
+    with Progress("retentiond gen-store") as progress:
+        request = GenStoreRequest(
+            dir=Path(args.dir),
+            preset=args.preset,
+            messages=args.messages,
+            file_size=args.file_size,
+            oldest_hours=args.oldest_hours,
+            topics=args.topics,
+            sparse=args.sparse,
+            config_out=Path(args.config_out) if args.config_out else None,
+            progress=progress.report if progress.enabled else None,
+        )
+        try:
+            lines = generator(args.kind)(request)
+        except GenStoreRefused as exc:
+            progress.close()
+            print(f"error: {exc}", file=sys.stderr)
+            return EXIT_USAGE
+    for line in lines:
+        print(line)
     return EXIT_OK
+
+
+def _store_kinds() -> tuple[str, ...]:
+    from retentiond.storegen import kinds
+
+    return kinds()
 
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p = sub.add_parser("check-config", help="validate a configuration file and its store")
-    p.add_argument("file")
+    p.add_argument("file", help="broker.yaml, broker.conf or Kafka's server.properties")
     p.set_defaults(func=cmd_check_config)
 
     p = sub.add_parser("gen-store", help="generate a realistic store (tests, demo, bench)")
     p.add_argument("dir")
     p.add_argument(
         "--kind",
-        choices=("rocketmq", "kafka"),
-        default="rocketmq",
+        choices=_store_kinds(),
+        default=_store_kinds()[0],
         help="a RocketMQ store (default) or a Kafka log dir",
     )
     p.add_argument("--preset", default="demo", help="RocketMQ: the storegen preset")

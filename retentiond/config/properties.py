@@ -1,10 +1,10 @@
-"""Java ``Properties.load``, once, for both brokers' files.
+"""Java ``Properties.load``, once, for every broker's properties file.
 
-RocketMQ's ``broker.conf`` and Kafka's ``server.properties`` are both read by the JVM's
-``java.util.Properties``; reading them any other way would give keys or path strings that
-differ from what the broker itself sees (escapes, continuation lines, separators). Both
-readers (``config.loader`` for RocketMQ, ``config.kafka`` for Kafka) go through here, and
-each decides what to do with an entry that cannot be decoded.
+A broker that runs on the JVM reads its own file with ``java.util.Properties``; reading it any
+other way would give keys or path strings that differ from what the broker itself sees
+(escapes, continuation lines, separators). Every reader goes through here (``config.readers``
+for a key table, a kind for its broker's own keys), and each decides what to do with an entry
+that cannot be decoded.
 """
 
 from __future__ import annotations

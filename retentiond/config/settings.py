@@ -1,8 +1,11 @@
 """The validated, immutable configuration every other module reads.
 
-Only ``retentiond.config`` builds a ``Settings``; everything else takes one as an argument, so
-a reload is simply "build a new one, swap the reference" and a round never sees half a change.
-Field names are snake_case versions of RocketMQ's own keys; units are in the names.
+Only a configuration loader builds a ``Settings``; everything else takes one as an argument,
+so a reload is simply "build a new one, swap the reference" and a round never sees half a
+change. A ``Settings`` is generic over its store kind's section (``Settings[S]``): the kind
+declares its keys, defaults and cross-checks beside its own code and hands back the section;
+what is here is what every kind shares: the daemon's own settings (the ``retentiond:`` block),
+where the settings were read from, and the identity and canonical form they are hashed by.
 """
 
 from __future__ import annotations
@@ -12,27 +15,12 @@ import hashlib
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Generic, Protocol, TypeVar
 
-from retentiond.config.kafka import KafkaServer
+from retentiond.config.problems import ConfigProblem
 
-# RocketMQ defaults (MessageStoreConfig, 5.x). See shared/spec/rocketmq.md §3.
-DEFAULT_FILE_RESERVED_TIME_HOURS = 72
-DEFAULT_DELETE_WHEN = "04"
-DEFAULT_DISK_MAX_USED_SPACE_RATIO = 75  # percent, clamped upstream to [10, 95]
-DEFAULT_CLEAN_RESOURCE_INTERVAL_MS = 10_000
-DEFAULT_DELETE_COMMITLOG_FILES_INTERVAL_MS = 100
-DEFAULT_DELETE_CONSUMEQUEUE_FILES_INTERVAL_MS = 100
-DEFAULT_DESTROY_MAPPED_FILE_INTERVAL_FORCIBLY_MS = 120_000
-DEFAULT_REDELETE_HANGED_FILE_INTERVAL_MS = 120_000
-DEFAULT_DELETE_FILE_BATCH_MAX = 10
-DEFAULT_DISK_SPACE_CLEAN_FORCIBLY_RATIO = 0.85  # clamped upstream to [0.30, 0.85]
-DEFAULT_DISK_SPACE_WARNING_LEVEL_RATIO = 0.90  # clamped upstream to [0.35, 0.90]
-DEFAULT_MAPPED_FILE_SIZE_COMMITLOG = 1024 * 1024 * 1024
-DEFAULT_MAPPED_FILE_SIZE_CONSUMEQUEUE = 300_000 * 20
-DEFAULT_MAX_HASH_SLOT_NUM = 5_000_000
-DEFAULT_MAX_INDEX_NUM = 5_000_000 * 4
-DEFAULT_INITIAL_DELAY_MS = 60_000
 # Journal rotation and shipping (journal.py, ship.py; contract in docs/journal.md).
+DEFAULT_INITIAL_DELAY_MS = 60_000
 DEFAULT_JOURNAL_MAX_SEGMENT_BYTES = 64 * 1024 * 1024
 DEFAULT_JOURNAL_MAX_SEGMENT_AGE_MS = 3_600_000  # a quiet journal still ships hourly
 DEFAULT_JOURNAL_ROUND_SUMMARY_INTERVAL_MS = 300_000  # idle rounds: one summary per 5 min
@@ -40,15 +28,10 @@ DEFAULT_SHIP_INTERVAL_MS = 300_000
 DEFAULT_SHIP_MAX_LOCAL_BYTES = 256 * 1024 * 1024  # unshipped segments kept while unreachable
 DEFAULT_METRICS_LISTEN = "127.0.0.1:9465"  # loopback only; see observe/server.py
 
-CQ_UNIT_SIZE = 20
-INDEX_HEADER_SIZE = 40
-INDEX_SLOT_SIZE = 4
-INDEX_ENTRY_SIZE = 20
-
 
 @dataclass(frozen=True)
 class DaemonSettings:
-    """Everything under the ``retentiond:`` key: settings RocketMQ itself does not have."""
+    """Everything under the ``retentiond:`` key: settings the broker itself does not have."""
 
     timezone: str | None = None  # IANA name; None = the machine's local zone
     dry_run: bool = False
@@ -69,50 +52,113 @@ class DaemonSettings:
     metrics_tls_key_file: Path | None = None
     metrics_basic_auth_username: str | None = None
     metrics_basic_auth_password_file: Path | None = None
+    # What a deletion loses (config/guard.py): report only, or keep such files.
+    guard_unconsumed: str = "report"
+    guard_timers: str = "report"
+    guard_ignore_groups: tuple[str, ...] = ()
+    guard_stale_after_ms: int = 7 * 86_400_000
+    guard_top_groups: int = 20
+    # A human name for the cluster (journal origin, metric labels, status, the shipped
+    # layout's ``cluster=``); None = the name the store kind's own configuration gives.
+    cluster: str | None = None
 
 
-@dataclass(frozen=True)
-class Settings:
-    store_path_root_dir: Path
-    store_path_commitlog: tuple[Path, ...]  # in configured order; several = multi-path
-    file_reserved_time_hours: int = DEFAULT_FILE_RESERVED_TIME_HOURS
-    delete_when: str = DEFAULT_DELETE_WHEN  # raw, validated; see delete_hours
-    delete_hours: tuple[int, ...] = (4,)
-    disk_max_used_space_ratio: int = DEFAULT_DISK_MAX_USED_SPACE_RATIO  # percent
-    clean_resource_interval_ms: int = DEFAULT_CLEAN_RESOURCE_INTERVAL_MS
-    delete_commitlog_files_interval_ms: int = DEFAULT_DELETE_COMMITLOG_FILES_INTERVAL_MS
-    delete_consumequeue_files_interval_ms: int = DEFAULT_DELETE_CONSUMEQUEUE_FILES_INTERVAL_MS
-    destroy_mapped_file_interval_forcibly_ms: int = DEFAULT_DESTROY_MAPPED_FILE_INTERVAL_FORCIBLY_MS
-    redelete_hanged_file_interval_ms: int = DEFAULT_REDELETE_HANGED_FILE_INTERVAL_MS
-    clean_file_forcibly_enable: bool = True
-    delete_file_batch_max: int = DEFAULT_DELETE_FILE_BATCH_MAX
-    disk_space_clean_forcibly_ratio: float = DEFAULT_DISK_SPACE_CLEAN_FORCIBLY_RATIO
-    disk_space_warning_level_ratio: float = DEFAULT_DISK_SPACE_WARNING_LEVEL_RATIO
-    mapped_file_size_commitlog: int = DEFAULT_MAPPED_FILE_SIZE_COMMITLOG
-    mapped_file_size_consumequeue: int = DEFAULT_MAPPED_FILE_SIZE_CONSUMEQUEUE  # multiple of 20
-    max_hash_slot_num: int = DEFAULT_MAX_HASH_SLOT_NUM
-    max_index_num: int = DEFAULT_MAX_INDEX_NUM
-    broker_name: str = "broker-a"
-    broker_cluster_name: str = "DefaultCluster"
-    daemon: DaemonSettings = field(default_factory=DaemonSettings)
-    source: Path | None = None  # the file these settings were read from
-    # A Kafka broker's server.properties (config/kafka.py): set, the store is its log dirs and
-    # the RocketMQ fields above are unused defaults, except the round period
-    # (clean_resource_interval_ms = log.retention.check.interval.ms) and the names the journal
-    # and the metrics label a store with (broker_name, broker_cluster_name).
-    kafka: KafkaServer | None = None
+_DAEMON_DEFAULTS = {f.name: f.default for f in dataclasses.fields(DaemonSettings)}
+_HASHED_ONLY_WHEN_SET = (
+    "cluster",
+    "guard_unconsumed",
+    "guard_timers",
+    "guard_ignore_groups",
+    "guard_stale_after_ms",
+    "guard_top_groups",
+)
+
+
+class StoreSection(Protocol):
+    """What every kind's section of the settings tells the rest of the program."""
 
     @property
-    def store_kind(self) -> str:
-        """``kafka`` or ``rocketmq``: which store kind this configuration describes."""
-        return "kafka" if self.kafka is not None else "rocketmq"
+    def kind_name(self) -> str:
+        """The kind's name as the journal, ``status`` and the metrics label it."""
+        ...
+
+    @property
+    def broker_name(self) -> str:
+        """Names the broker in logs, metrics and shipped deletion records."""
+        ...
+
+    @property
+    def broker_cluster_name(self) -> str:
+        """Names the broker's cluster in logs, metrics and shipped deletion records."""
+        ...
 
     @property
     def store_dirs(self) -> tuple[str, ...]:
-        """The store's top directories as configured: the log dirs, or the store root."""
-        if self.kafka is not None:
-            return self.kafka.log_dirs
-        return (str(self.store_path_root_dir),)
+        """The store's top directories as configured."""
+        ...
+
+    @property
+    def round_interval_ms(self) -> int:
+        """The period of the rounds."""
+        ...
+
+    @property
+    def retry_interval_ms(self) -> int:
+        """The longest wait before a refused unlink is tried again."""
+        ...
+
+    @property
+    def restart_keys(self) -> frozenset[str]:
+        """The kind's keys a reload may not change (they name which store this is)."""
+        ...
+
+    def as_dict(self) -> dict[str, object]:
+        """Its part of the canonical form (JSON-ready): plans, ``status``, the config hash."""
+        ...
+
+    def key_values(self) -> dict[str, object]:
+        """Its values by the file's key names, in reference order (reload diffs)."""
+        ...
+
+
+S_co = TypeVar("S_co", bound=StoreSection, covariant=True)
+
+
+def plain(value: object) -> object:
+    """A value as JSON has it: paths as strings, tuples as lists, mappings recursively."""
+    if isinstance(value, Path):
+        return str(value)
+    if isinstance(value, tuple | list):
+        return [plain(v) for v in value]
+    if isinstance(value, dict):
+        return {k: plain(v) for k, v in value.items()}
+    return value
+
+
+@dataclass(frozen=True)
+class Settings(Generic[S_co]):
+    """One configuration: the kind's section, the daemon's settings, and the file read."""
+
+    store: S_co
+    daemon: DaemonSettings = field(default_factory=DaemonSettings)
+    source: Path | None = None  # the file these settings were read from
+    # What the file sets that the broker itself would only warn about and ignore (a key it
+    # does not know): said by the commands, no part of the settings or their hash.
+    warnings: tuple[ConfigProblem, ...] = field(default=(), compare=False)
+
+    @property
+    def broker_name(self) -> str:
+        return self.store.broker_name
+
+    @property
+    def broker_cluster_name(self) -> str:
+        """``retentiond.cluster`` when set, else the name the kind's configuration gives."""
+        return self.daemon.cluster or self.store.broker_cluster_name
+
+    @property
+    def store_dirs(self) -> tuple[str, ...]:
+        """The store's top directories as configured."""
+        return self.store.store_dirs
 
     @property
     def store_label(self) -> str:
@@ -120,50 +166,25 @@ class Settings:
         return ",".join(self.store_dirs)
 
     @property
-    def consumequeue_dir(self) -> Path:
-        return self.store_path_root_dir / "consumequeue"
+    def round_interval_ms(self) -> int:
+        return self.store.round_interval_ms
 
     @property
-    def index_dir(self) -> Path:
-        return self.store_path_root_dir / "index"
-
-    @property
-    def index_file_size(self) -> int:
-        return (
-            INDEX_HEADER_SIZE
-            + self.max_hash_slot_num * INDEX_SLOT_SIZE
-            + self.max_index_num * INDEX_ENTRY_SIZE
-        )
-
-    @property
-    def disk_max_used_ratio_fraction(self) -> float:
-        """``diskMaxUsedSpaceRatio / 100.0`` exactly as upstream compares it."""
-        return self.disk_max_used_space_ratio / 100.0
+    def retry_interval_ms(self) -> int:
+        return self.store.retry_interval_ms
 
     def as_dict(self) -> dict[str, object]:
-        """A JSON-ready view, for plans, `status` and reload diffs (paths as strings)."""
-
-        def plain(value: object) -> object:
-            if isinstance(value, Path):
-                return str(value)
-            if isinstance(value, tuple):
-                return [plain(v) for v in value]
-            if isinstance(value, dict):
-                return {k: plain(v) for k, v in value.items()}
-            return value
-
-        if self.kafka is not None:
-            return {
-                "kind": "kafka",
-                "kafka": plain(self.kafka.as_dict()),
-                "broker_name": self.broker_name,
-                "broker_cluster_name": self.broker_cluster_name,
-                "daemon": plain(dataclasses.asdict(self.daemon)),
-            }
-        data = dataclasses.asdict(self)
-        data.pop("source", None)
-        data.pop("kafka", None)
-        return {k: plain(v) for k, v in data.items()}
+        """A JSON-ready view, for plans, `status` and reload diffs (paths as strings): the
+        kind's part, then the daemon's."""
+        data = dict(self.store.as_dict())
+        daemon = dataclasses.asdict(self.daemon)
+        # Keys added since hashes were first taken add nothing at their defaults: a file that
+        # did not change keeps its hash across an upgrade.
+        for name in _HASHED_ONLY_WHEN_SET:
+            if daemon[name] == _DAEMON_DEFAULTS[name]:
+                del daemon[name]
+        data["daemon"] = plain(daemon)
+        return data
 
     @property
     def config_hash(self) -> str:

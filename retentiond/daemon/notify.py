@@ -15,7 +15,7 @@ import time
 
 import structlog
 
-log = structlog.get_logger("retentiond.daemon.notify")
+log = structlog.get_logger(__name__)
 
 
 def monotonic_usec() -> int:

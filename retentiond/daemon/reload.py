@@ -15,34 +15,16 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from retentiond.config.loader import ConfigError, diff_settings, load_settings
-from retentiond.config.settings import Settings
+from retentiond.config.daemon import RESTART_KEYS as DAEMON_RESTART_KEYS
+from retentiond.config.diff import diff_settings, restart_keys
+from retentiond.config.problems import ConfigError
+from retentiond.config.settings import Settings, StoreSection
+from retentiond.kinds import StoreUnusable, load_settings
 
 POLL_INTERVAL_S = 2.0
 
-# Keys that name *which* store, journal and socket this process serves. Changing them live
-# would relabel journal records or strand clients, so a reload that changes one is refused:
-# the operator restarts the service instead (the message says so).
-RESTART_KEYS = frozenset(
-    {
-        "storePathRootDir",
-        "brokerName",
-        "brokerClusterName",
-        "retentiond.journal.dir",
-        "retentiond.controlSocket",
-        # The /metrics server binds once, at start (observe/server.py).
-        "retentiond.metrics.listen",
-        "retentiond.metrics.tlsCertFile",
-        "retentiond.metrics.tlsKeyFile",
-        "retentiond.metrics.basicAuthUsername",
-        "retentiond.metrics.basicAuthPasswordFile",
-        # Kafka: which log dirs (their locks are taken once) and which broker (the labels)
-        "store.kind",
-        "log.dirs",
-        "metadata.log.dir",
-        "node.id",
-    }
-)
+# Keys a reload may not change (a kind adds the keys that name its store, ``restart_keys``).
+RESTART_KEYS = DAEMON_RESTART_KEYS
 
 
 def _stat_key(path: Path) -> tuple[int, int, int, int] | None:
@@ -95,7 +77,7 @@ def describe_change(key: str, old: object, new: object) -> str:
 @dataclass(frozen=True)
 class ReloadResult:
     trigger: str  # "SIGHUP" or "file changed"
-    settings: Settings | None  # the new settings; None when refused
+    settings: Settings[StoreSection] | None  # the new settings; None when refused
     changes: list[tuple[str, object, object]] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)
 
@@ -109,21 +91,26 @@ class ReloadResult:
 
 def check_reload(
     path: Path,
-    current: Settings,
+    current: Settings[StoreSection],
     trigger: str,
     *,
-    load: Callable[[Path], Settings] = load_settings,
+    load: Callable[[Path], Settings[StoreSection]] = load_settings,
 ) -> ReloadResult:
     """Load and validate ``path`` against the running ``current`` settings. Never raises: any
     failure, even an unexpected one, is a refused reload and the old settings stay."""
     try:
         new = load(path)
+    except StoreUnusable as exc:
+        # Right in itself: its store errors are each round's to report and retry, as for a
+        # path that vanishes while the daemon runs (the rounds check the store every time).
+        new = exc.settings
     except ConfigError as exc:
         return ReloadResult(trigger, None, problems=[str(p) for p in exc.problems])
     except Exception as exc:  # a bug in the loader must not take the daemon down
         return ReloadResult(trigger, None, problems=[f"{path}: cannot load: {exc!r}"])
     changes = diff_settings(current, new)
-    fixed = [c for c in changes if c[0] in RESTART_KEYS]
+    fixed_keys = restart_keys(current, new)
+    fixed = [c for c in changes if c[0] in fixed_keys]
     if fixed:
         problems = [
             f"{path}: {describe_change(*c)}: this key cannot change while running; "

@@ -39,18 +39,17 @@ from apscheduler.executors.pool import ThreadPoolExecutor
 from apscheduler.schedulers.background import BackgroundScheduler
 from apscheduler.triggers.interval import IntervalTrigger
 
-from retentiond.config.loader import load_settings
-from retentiond.config.settings import Settings
+from retentiond.config.settings import Settings, StoreSection
 from retentiond.daemon import control, reload, shipping
 from retentiond.daemon.notify import Notifier, watchdog_interval_s
 from retentiond.daemon.state import DaemonState, scan_ok, wall_ms
 from retentiond.daemon.statustext import deleted_text, summary_line
 from retentiond.engine.cleaner import MAX_MANUAL_DELETE_FILE_TIMES, Cleaner, RoundResult
 from retentiond.journal.writer import Journal
-from retentiond.kinds import kind_for
+from retentiond.kinds import StoreUnusable, kind_for, load_settings
 from retentiond.observe.daemon_metrics import DaemonMetrics
 
-log = structlog.get_logger("retentiond.daemon")
+log = structlog.get_logger(__name__)
 
 ROUND_JOB = "round"
 STOP_DEADLINE_S = 1.5  # the service must be gone within 2 s of SIGTERM
@@ -66,7 +65,7 @@ class Daemon:
     def __init__(
         self,
         config_path: Path,
-        settings: Settings,
+        settings: Settings[StoreSection],
         *,
         journal: Journal | None,
         notifier: Notifier | None = None,
@@ -77,6 +76,9 @@ class Daemon:
         landing in between is still seen as a change. ``dry_run`` (`run --dry-run`) holds
         ``retentiond.dryRun`` true for the whole run, reloads included."""
         self.force_dry_run = dry_run
+        # The hash of what the file says, by the hash of what this run uses (they differ under
+        # --dry-run): a client compares the file it reads with the former.
+        self._file_hash_of: dict[str, str] = {}
         settings = self._forced(settings)
         self.config_path = config_path
         self.journal = journal
@@ -87,9 +89,11 @@ class Daemon:
         self.cleaner = Cleaner(kind, journal=journal, stop=self.stop_event)
         self.cleaner.add_listener(self.state)  # files that would not go
         self.watcher = watcher or reload.ConfigWatcher(config_path)
+        self.config_real = control.real_config_path(config_path)
         self.control = control.ControlServer(
             control.socket_path(settings, config_path),
             {"status": self._cmd_status, "trigger-delete": self._cmd_trigger},
+            identity=self._identity,
         )
         self.metrics = DaemonMetrics(self, self.cleaner)  # /metrics; listens to the cleaner
         self.scheduler = BackgroundScheduler(
@@ -99,7 +103,7 @@ class Daemon:
         )
         self._inbox: queue.SimpleQueue[str] = queue.SimpleQueue()
         self._pending_lock = threading.Lock()
-        self._pending_settings: Settings | None = None
+        self._pending_settings: Settings[StoreSection] | None = None
         self._pending_manual = False
 
     # ---- lifecycle (main thread) --------------------------------------------------------
@@ -261,11 +265,14 @@ class Daemon:
         self.metrics.round_done(result)
         self._log_round(result)
         self._redelete_hanged(settings)
-        if scan_ok(result.plan):
-            self._became_ready()
+        # READY after the first round even when the store could not be read (a disk not
+        # mounted yet): the service is up, STATUS= names the store error, and every round
+        # tries the store again. Waiting would leave systemd to kill the unit at its start
+        # timeout, and a restart policy to give up before the mount appears.
+        self._became_ready()
         self.notifier.status(summary_line(self.status(), self.cleaner.kind))
 
-    def _take_pending(self) -> Settings:
+    def _take_pending(self) -> Settings[StoreSection]:
         with self._pending_lock:
             new, self._pending_settings = self._pending_settings, None
             manual, self._pending_manual = self._pending_manual, False
@@ -288,7 +295,7 @@ class Daemon:
             **fields,
         )
 
-    def _redelete_hanged(self, settings: Settings) -> None:
+    def _redelete_hanged(self, settings: Settings[StoreSection]) -> None:
         """upstream reDeleteHangedFile's cadence: at most every ``redeleteHangedFileInterval``,
         look again at files that failed to go. A first CommitLog file left because another
         process held it is retried by the Cleaner (released: deleted; held past the forcible
@@ -337,9 +344,7 @@ class Daemon:
         if ready:
             self.notifier.reloading()
         current = self.state.settings
-        result = reload.check_reload(
-            self.config_path, current, trigger, load=lambda p: self._forced(load_settings(p))
-        )
+        result = reload.check_reload(self.config_path, current, trigger, load=self._load)
         if result.refused:
             self.state.reload_refused(trigger, result.problems)
             log.error(
@@ -364,15 +369,24 @@ class Daemon:
         if ready:
             self.notifier.ready(summary_line(self.status(), self.cleaner.kind))
 
-    def _forced(self, settings: Settings) -> Settings:
+    def _load(self, path: Path) -> Settings[StoreSection]:
+        """The file's settings as this run uses them (``_forced``), a store error included."""
+        try:
+            return self._forced(load_settings(path))
+        except StoreUnusable as exc:
+            raise StoreUnusable(exc.problems, self._forced(exc.settings)) from None
+
+    def _forced(self, settings: Settings[StoreSection]) -> Settings[StoreSection]:
         """``settings`` as this run uses them: with ``--dry-run``, ``dryRun`` is true."""
         if not self.force_dry_run or settings.daemon.dry_run:
             return settings
-        return dataclasses.replace(
+        forced = dataclasses.replace(
             settings, daemon=dataclasses.replace(settings.daemon, dry_run=True)
         )
+        self._file_hash_of[forced.config_hash] = settings.config_hash
+        return forced
 
-    def _apply(self, new: Settings, old: Settings) -> None:
+    def _apply(self, new: Settings[StoreSection], old: Settings[StoreSection]) -> None:
         with self._pending_lock:
             self._pending_settings = new
         cadence = self.cleaner.kind.cadence
@@ -382,7 +396,7 @@ class Daemon:
             self.state.rescheduled(interval)
 
     # ---- for the metrics (observe.daemon_metrics.DaemonView) ----------------------------
-    def settings_in_force(self) -> Settings:
+    def settings_in_force(self) -> Settings[StoreSection]:
         return self.state.settings
 
     def control_state(self) -> dict[str, object] | None:
@@ -412,6 +426,17 @@ class Daemon:
             "metrics": server.state if server is not None else None,
         }
         return doc
+
+    def _identity(self) -> dict[str, object]:
+        """Carried by every control reply: which file this daemon serves, the hash of the
+        settings it runs as the file states them (a refused reload leaves the older one;
+        ``run --dry-run`` is not the file's) and its pid."""
+        running = self.state.settings.config_hash
+        return {
+            "config": self.config_real,
+            "config_hash": self._file_hash_of.get(running, running),
+            "pid": os.getpid(),
+        }
 
     def _cmd_status(self, request: dict[str, object]) -> dict[str, object]:
         return self.status()

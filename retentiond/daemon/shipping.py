@@ -12,19 +12,19 @@ from apscheduler.schedulers.base import BaseScheduler
 from apscheduler.triggers.interval import IntervalTrigger
 from prometheus_client.registry import CollectorRegistry
 
-from retentiond.config.settings import Settings
+from retentiond.config.settings import Settings, StoreSection
 from retentiond.journal.ship import ShipCounters, ship_with_settings
 from retentiond.journal.writer import Journal
 from retentiond.observe.ship_metrics import ShipCollector
 
-log = structlog.get_logger("retentiond.ship")
+log = structlog.get_logger(__name__)
 
 SHIP_JOB = "ship"
 
 
 def schedule(
     scheduler: BaseScheduler,
-    settings: Callable[[], Settings],
+    settings: Callable[[], Settings[StoreSection]],
     journal: Journal | None,
     registry: CollectorRegistry | None = None,
     held: Callable[[str], bool] | None = None,

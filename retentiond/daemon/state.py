@@ -15,7 +15,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from retentiond.config.settings import Settings
+from retentiond.config.settings import Settings, StoreSection
 from retentiond.engine.cleaner import RoundListener, RoundResult
 from retentiond.engine.execute import Outcome
 from retentiond.engine.kind import AnyKind, RoundPlan
@@ -63,7 +63,7 @@ class DaemonState(RoundListener):
     """Listens to the Cleaner's rounds (``file_done``) for the files that would not go."""
 
     config_path: Path
-    settings: Settings
+    settings: Settings[StoreSection]
     kind: AnyKind  # for its part of the document (its settings may lag a reload: unused)
     config_version: int = 1
     started_ms: int = field(default_factory=wall_ms)
@@ -165,7 +165,9 @@ class DaemonState(RoundListener):
             return dict(self.hung)
 
     # ---- reloads ------------------------------------------------------------------------
-    def reload_applied(self, settings: Settings, trigger: str, changes: list[str]) -> None:
+    def reload_applied(
+        self, settings: Settings[StoreSection], trigger: str, changes: list[str]
+    ) -> None:
         with self._lock:
             self.settings = settings
             self.config_version += 1

@@ -11,8 +11,8 @@ from __future__ import annotations
 from typing import Any
 
 from retentiond.engine.kind import KindVoice
-from retentiond.engine.units import human_age, human_bytes
 from retentiond.kinds import DEFAULT_VOICE, VOICES, voice_named
+from retentiond.text.units import human_age, human_bytes
 
 
 def _ago(now_ms: int, then_ms: object) -> str:
@@ -158,7 +158,7 @@ def _share(used: object, limit: object, limit_name: str) -> str:
 
 
 def owner_lines(owner: dict[str, Any], now: int) -> list[str]:
-    """The broker process beside us (engine.owner): who it is and how near its limits."""
+    """The broker process beside us (engine.proc.owner): who it is and how near its limits."""
     p = owner.get("process")
     if not p:
         return []

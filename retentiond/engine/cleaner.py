@@ -28,25 +28,25 @@ from typing import Protocol
 
 import structlog
 
-from retentiond.config.settings import Settings
+from retentiond.config.settings import Settings, StoreSection
 from retentiond.engine.execute import Executor, JournalFailed, Outcome, RoundContext
 from retentiond.engine.faults import FaultCounters, OnceReporter, StoreErrorWatch
 from retentiond.engine.guard import STATUS_HELD, Guard
-from retentiond.engine.holders import PROC
 from retentiond.engine.holds import HeldFile, HoldIntervals, resolve
-from retentiond.engine.inuse import PendingTotals
 from retentiond.engine.kind import AnyKind, RoundPlan
-from retentiond.engine.owner import OwnerReport
+from retentiond.engine.proc.files import PROC
+from retentiond.engine.proc.inuse import PendingTotals
+from retentiond.engine.proc.owner import OwnerReport
 from retentiond.engine.refused import RefusedFile, record_refusal, waiting
-from retentiond.engine.rollup import RoundFolder
 from retentiond.engine.round import Mode, Round
 from retentiond.journal.place import shares_store_filesystem
 from retentiond.journal.reconcile import ReconcileResult, reconcile
+from retentiond.journal.rollup import RoundFolder
 from retentiond.journal.spool import SpoolingJournal
 from retentiond.journal.writer import Journal
 from retentiond.reasons import Cause, FileKind, Kind
 
-log = structlog.get_logger("retentiond.cleaner")
+log = structlog.get_logger(__name__)
 
 
 class RoundListener(Protocol):
@@ -158,7 +158,7 @@ class Cleaner:
         self.listeners: tuple[RoundListener, ...] = ()  # see add_listener
         self.state = CleanerState()
         self.last_result: RoundResult | None = None
-        self.guard = Guard(proc_root, hold_rules, announce=announce_proc_view)
+        self.guard = Guard(proc_root, hold_rules, brokers=kind.brokers, announce=announce_proc_view)
         self.faults = FaultCounters()
         self._bad_files = OnceReporter(self.faults)
         self._store_errors = StoreErrorWatch(self.faults)
@@ -173,7 +173,7 @@ class Cleaner:
             )
 
     @property
-    def settings(self) -> Settings:
+    def settings(self) -> Settings[StoreSection]:
         return self.kind.settings
 
     def add_listener(self, listener: RoundListener) -> None:
@@ -190,7 +190,7 @@ class Cleaner:
     def _phase(self, phase: str) -> None:
         self._notify(lambda listener: listener.phase_started(phase))
 
-    def reconfigure(self, settings: Settings) -> None:
+    def reconfigure(self, settings: Settings[StoreSection]) -> None:
         """Take new settings from the next round on; round state survives a reload."""
         self.kind.reconfigure(settings)
 

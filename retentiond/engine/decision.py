@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import NamedTuple
 
 from retentiond.engine.identity import FileIdentity
+from retentiond.engine.loss import Loss
 from retentiond.reasons import AnyReason, FileKind, Verdict
 
 
@@ -27,6 +28,7 @@ class Decision(NamedTuple):
     topic: str | None = None
     queue_id: int | None = None
     detail: str | None = None
+    loss: Loss | None = None  # what deleting it costs its readers (engine.loss)
 
     @property
     def delete(self) -> bool:
@@ -47,4 +49,6 @@ class Decision(NamedTuple):
             value = getattr(self, key)
             if value is not None:
                 data[key] = value
+        if self.loss is not None:
+            data["loss"] = self.loss.as_dict()
         return data

@@ -28,13 +28,13 @@ import structlog
 
 from retentiond.engine.decision import Decision
 from retentiond.engine.identity import identity_of
-from retentiond.engine.kind import AnyKind
+from retentiond.engine.kind import AnyKind, RemovesDirectories
 from retentiond.engine.runs import Outcome as Outcome
 from retentiond.engine.runs import Run as Run
 from retentiond.journal.reconcile import writer_identity
 from retentiond.reasons import Cause, Reason
 
-log = structlog.get_logger("retentiond.execute")
+log = structlog.get_logger(__name__)
 
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
 
@@ -122,6 +122,17 @@ class Executor:
         same regular file; the kind checks that its rule still holds."""
         if st is None:
             return Cause.GONE.value
+        if stat.S_ISDIR(st.st_mode) and isinstance(self.kind, RemovesDirectories):
+            # a whole directory: the same inode with the same entries (its mtime); the size
+            # a directory decision carries is the kind's total of the files under it
+            ident = d.identity
+            if ident is None or (st.st_ino, st.st_dev, st.st_mtime_ns) != (
+                ident.ino,
+                ident.dev,
+                ident.mtime_ns,
+            ):
+                return "changed since the plan (inode or entries)"
+            return self.kind.recheck(d, st, now_ms, floor)
         if not stat.S_ISREG(st.st_mode):
             return "not a regular file any more"
         if d.identity is None or identity_of(st) != d.identity:
@@ -180,7 +191,11 @@ class Executor:
                 failed = self._done(Outcome(d, False, f"journal: {exc}", Cause.JOURNAL))
                 raise JournalFailed(f"intent for {d.path}: {exc}", failed) from exc
             try:
-                os.unlink(name, dir_fd=dir_fd)
+                if stat.S_ISDIR(st.st_mode) and isinstance(self.kind, RemovesDirectories):
+                    freed = self.kind.remove_directory(d, dir_fd, name)
+                else:
+                    os.unlink(name, dir_fd=dir_fd)
+                    freed = st.st_blocks * 512
             except OSError as exc:
                 abort: dict[str, object] = {
                     "type": "abort", "id": op_id, "file": d.path, "error": str(exc)
@@ -189,7 +204,7 @@ class Executor:
                 self._outcome_record(abort, outcome)
                 return self._done(outcome)
             record["duration_ms"] = round((time.monotonic() - started) * 1000, 3)
-            outcome = Outcome(d, True, freed_bytes=st.st_blocks * 512)
+            outcome = Outcome(d, True, freed_bytes=freed)
             self._outcome_record({**record, "type": "deletion"}, outcome)
             return self._done(outcome)
         finally:

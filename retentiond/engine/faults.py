@@ -14,7 +14,7 @@ import structlog
 
 from retentiond.engine.kind import RoundPlan
 
-log = structlog.get_logger("retentiond.faults")
+log = structlog.get_logger(__name__)
 
 _REMEMBER = 10_000  # distinct bad files remembered; beyond it the oldest are forgotten
 
@@ -69,7 +69,7 @@ class StoreErrorWatch:
         if key == self._last:
             return
         if errors:
-            log.error("store cannot be read: nothing is deleted from it", errors=errors)
+            log.error("store cannot be read: nothing is deleted where it could not", errors=errors)
         else:
             log.warning("store readable again: cleaning resumes", was=list(self._last))
         self._last = key

@@ -14,20 +14,20 @@ holds a file, so every file counts as held and waits for its forcible interval.
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
 import structlog
 
 from retentiond.engine.decision import Decision
 from retentiond.engine.disk import PathUsage, adjusted
 from retentiond.engine.execute import Outcome
-from retentiond.engine.holders import PROC, HolderMap, LockOwner, nobody_has_open
 from retentiond.engine.holds import HeldFile, HoldersOf, HoldIntervals
-from retentiond.engine.inuse import InUse
-from retentiond.engine.kind import AnyKind
-from retentiond.engine.owner import OwnerReport, OwnerWatch
+from retentiond.engine.kind import AnyKind, BrokerMain
+from retentiond.engine.proc.files import PROC, HolderMap, LockOwner, nobody_has_open
+from retentiond.engine.proc.inuse import InUse
+from retentiond.engine.proc.owner import OwnerReport, OwnerWatch
 
-log = structlog.get_logger("retentiond.guard")
+log = structlog.get_logger(__name__)
 
 STATUS_HELD = 50  # held files listed in `status` (all are counted)
 
@@ -44,11 +44,12 @@ class Guard:
         self,
         proc_root: str = PROC,
         hold_rules: HoldIntervals | None = None,
+        brokers: Sequence[BrokerMain] = (),
         *,
         announce: bool = True,
     ) -> None:
         self.inuse = InUse(proc_root, announce=announce)
-        self.owner_watch = OwnerWatch(proc_root)
+        self.owner_watch = OwnerWatch(proc_root, brokers)
         self.hold_rules = hold_rules  # None: the kind's own (tests pass short intervals)
         self._warned_invisible_owner = False
         # Files this round counted as held only because /proc could not show every process

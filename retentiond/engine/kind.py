@@ -31,15 +31,15 @@ from __future__ import annotations
 import os
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
-from typing import Any, Protocol, TypeAlias, TypeVar
+from typing import Any, Protocol, TypeAlias, TypeVar, runtime_checkable
 
-from retentiond.config.settings import Settings
+from retentiond.config.settings import Settings, StoreSection
 from retentiond.engine.decision import Decision
 from retentiond.engine.disk import PathUsage
 from retentiond.engine.figures import DiskFigures, StoreStats
 from retentiond.engine.holds import HeldFile, HoldIntervals
-from retentiond.engine.rollup import IdleView
 from retentiond.engine.runs import Outcome, Run
+from retentiond.journal.rollup import IdleView
 from retentiond.reasons import AnyReason, FileKind
 
 
@@ -89,6 +89,20 @@ class RoundPlan(Protocol):
     def as_dict(self, *, all_queue_files: bool = True) -> dict[str, object]:
         """The versioned plan document (``plan --json``)."""
         ...
+
+
+@dataclass(frozen=True)
+class BrokerMain:
+    """How a store kind's broker process is told by its command line: the argument that is
+    its main class, as a whole (``classes``) or by its last dotted part (``simple_names``)."""
+
+    type: str  # what the owner's figures call such a process (the kind's name)
+    title: str  # how a warning names it: "a ... broker (its main class)"
+    classes: frozenset[str] = frozenset()
+    simple_names: frozenset[str] = frozenset()
+
+    def matches(self, arg: str) -> bool:
+        return arg in self.classes or arg.rsplit(".", 1)[-1] in self.simple_names
 
 
 StatusDoc = Mapping[str, object]  # the daemon's status document, as JSON gives it back
@@ -231,9 +245,17 @@ class StoreKind(KindVoice, Protocol[SnapshotT, PlanT]):
         """(file kind, reason) pairs its deletions can carry: their counters start at 0."""
         ...
 
-    settings: Settings
+    @property
+    def brokers(self) -> tuple[BrokerMain, ...]:
+        """Its broker process, told by its main class (``engine.proc.owner``)."""
+        ...
 
-    def reconfigure(self, settings: Settings) -> None:
+    @property
+    def settings(self) -> Settings[StoreSection]:
+        """The settings in force (``reconfigure`` changes them)."""
+        ...
+
+    def reconfigure(self, settings: Settings[StoreSection]) -> None:
         """Take new settings from the next round on; round memory survives a reload."""
         ...
 
@@ -277,7 +299,7 @@ class StoreKind(KindVoice, Protocol[SnapshotT, PlanT]):
 
     def idle_view(self, record: Mapping[str, object]) -> IdleView | None:
         """How a ``round`` record of this kind reads for folding idle rounds into summaries
-        (``engine.rollup``): its state, ratio, stuck flag and the fields the summary carries.
+        (``journal.rollup``): its state, ratio, stuck flag and the fields the summary carries.
         None: never idle (the store could not be measured)."""
         ...
 
@@ -296,7 +318,7 @@ class StoreKind(KindVoice, Protocol[SnapshotT, PlanT]):
         """Files, bytes and oldest age per file kind after a round that deleted ``deleted``."""
         ...
 
-    def disk_figures(self, settings: Settings, now_ms: int) -> DiskFigures:
+    def disk_figures(self, settings: Settings[StoreSection], now_ms: int) -> DiskFigures:
         """The disk as it is now (at scrape time): ratios, and the disk state if it has any."""
         ...
 
@@ -304,11 +326,13 @@ class StoreKind(KindVoice, Protocol[SnapshotT, PlanT]):
         """The phases of a round that ran to completion (for last-success times)."""
         ...
 
-    def cadence(self, settings: Settings) -> Cadence:
+    def cadence(self, settings: Settings[StoreSection]) -> Cadence:
         """The rounds' period and the retry interval that ``settings`` give."""
         ...
 
-    def status_settings(self, settings: Settings, scan: StatusDoc | None) -> dict[str, object]:
+    def status_settings(
+        self, settings: Settings[StoreSection], scan: StatusDoc | None
+    ) -> dict[str, object]:
         """Its part of the status document that follows the settings in force (a reload shows
         at once, before the next round) and the last scan's ``status_fields`` (None before
         the first): RocketMQ's ``delete_when`` and ``disk`` section."""
@@ -318,11 +342,11 @@ class StoreKind(KindVoice, Protocol[SnapshotT, PlanT]):
         """The fields of the daemon's "round done" log line from the round's ``status_fields``."""
         ...
 
-    def info_labels(self, settings: Settings) -> dict[str, str]:
+    def info_labels(self, settings: Settings[StoreSection]) -> dict[str, str]:
         """The values of its ``info_label_names`` under ``settings``."""
         ...
 
-    def reserved_time_s(self, settings: Settings) -> float | None:
+    def reserved_time_s(self, settings: Settings[StoreSection]) -> float | None:
         """The one age at which a file expires, where the kind has one (fileReservedTime)."""
         ...
 
@@ -346,6 +370,19 @@ class StoreKind(KindVoice, Protocol[SnapshotT, PlanT]):
 
     def journal_fields(self, decision: Decision, now_ms: int) -> dict[str, object]:
         """The kind's part of an ``intent``/``deletion`` record (``forced`` at least)."""
+        ...
+
+
+@runtime_checkable
+class RemovesDirectories(Protocol):
+    """A kind some of whose deletions are whole directories (Kafka: leftover partition
+    dirs). For such a decision the executor re-checks the directory's inode, device and
+    mtime (its entries unchanged; the decision's ``identity.size`` is the kind's total of the
+    files under it), journals the intent, then has the kind remove it."""
+
+    def remove_directory(self, decision: Decision, parent_fd: int, name: str) -> int:
+        """Remove the directory ``name`` under ``parent_fd`` (from ``open_parent``); the
+        bytes freed. Raises OSError when it could not, leaving what it did not remove."""
         ...
 
 

@@ -19,6 +19,7 @@ filesystem works: on a full disk its records are held in memory (see ``journal.s
 from __future__ import annotations
 
 import os
+import stat
 from collections.abc import Iterable
 from pathlib import Path
 
@@ -84,3 +85,34 @@ def default_journal_dir(
 def shares_store_filesystem(journal_dir: Path, store_dirs: Iterable[str | Path]) -> bool:
     dev = _device(Path(journal_dir))
     return dev is not None and dev in store_devices(store_dirs)
+
+
+def unusable(directory: Path) -> str | None:
+    """Why the journal could not be opened in ``directory`` (None: it could), found without
+    creating anything: the directory, if it exists, must be a writable directory; else its
+    nearest existing ancestor must be one (the journal creates the rest)."""
+    try:
+        st = os.stat(directory)
+    except (FileNotFoundError, NotADirectoryError):
+        st = None
+    except OSError as exc:
+        return f"cannot be examined: {exc.strerror or exc}"
+    if st is not None:
+        if not stat.S_ISDIR(st.st_mode):
+            return "is not a directory"
+        if not os.access(directory, os.W_OK | os.X_OK):
+            return "is not writable"
+        return None
+    for parent in directory.parents:
+        try:
+            st = os.stat(parent)
+        except (FileNotFoundError, NotADirectoryError):
+            continue
+        except OSError as exc:
+            return f"cannot be created: {parent}: {exc.strerror or exc}"
+        if not stat.S_ISDIR(st.st_mode):
+            return f"cannot be created: {parent} is not a directory"
+        if not os.access(parent, os.W_OK | os.X_OK):
+            return f"cannot be created: {parent} is not writable"
+        return None
+    return "cannot be created: no existing parent directory"

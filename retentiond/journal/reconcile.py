@@ -56,7 +56,7 @@ import structlog
 
 from retentiond.journal.writer import ID_NAME, directory_lock, list_segments, parse_line
 
-log = structlog.get_logger("retentiond.reconcile")
+log = structlog.get_logger(__name__)
 
 LOCK_NAME = "reconcile.lock"
 MARK_NAME = "reconcile.mark"

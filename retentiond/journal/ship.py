@@ -47,11 +47,11 @@ from urllib.parse import quote
 
 import structlog
 
-from retentiond.config.settings import Settings
+from retentiond.config.settings import Settings, StoreSection
 from retentiond.journal import writer as jr
 from retentiond.journal.reconcile import ReconcileResult, reconcile
 
-log = structlog.get_logger("retentiond.ship")
+log = structlog.get_logger(__name__)
 
 SHIP_LOCK_NAME = "ship.lock"
 _TYPE = re.compile(r"[a-z][a-z0-9_]{0,31}")
@@ -449,7 +449,7 @@ def _count(result: ShipResult, now: int, counters: ShipCounters | None) -> None:
 
 
 def ship_with_settings(
-    settings: Settings,
+    settings: Settings[StoreSection],
     directory: Path,
     journal: JournalLike | None = None,
     *,

@@ -21,7 +21,7 @@ from typing import Protocol
 
 import structlog
 
-log = structlog.get_logger("retentiond.journal")
+log = structlog.get_logger(__name__)
 
 SPACE_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT})
 DEFAULT_SPOOL_LIMIT = 10_000

@@ -18,22 +18,22 @@ from typing import Protocol
 
 import structlog
 from prometheus_client import disable_created_metrics
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
 from retentiond.config.metrics import is_loopback, parse_listen
-from retentiond.config.settings import Settings
+from retentiond.config.settings import Settings, StoreSection
 from retentiond.engine.cleaner import Cleaner, RoundResult
 from retentiond.engine.kind import RoundPlan
-from retentiond.observe.metrics import RetentionMetrics
+from retentiond.observe.families import Counter, Gauge
+from retentiond.observe.metrics import BASE_LABELS, RetentionMetrics
 from retentiond.observe.server import MetricsServer, PasswordFile, TlsFiles
 
-log = structlog.get_logger("retentiond.metrics")
+log = structlog.get_logger(__name__)
 
 _BIND_BACKOFF_S = (1.0, 2.0, 5.0, 10.0, 30.0)
 
 
-def build_server(metrics: RetentionMetrics, settings: Settings) -> MetricsServer:
+def build_server(metrics: RetentionMetrics, settings: Settings[StoreSection]) -> MetricsServer:
     """The server the settings describe (validated by the loader; files re-checked here)."""
     d = settings.daemon
     host, port = parse_listen(d.metrics_listen)
@@ -52,36 +52,53 @@ class EndpointCollector(Collector):
     ``retentiond_endpoint_up{endpoint}`` is 0 while a listener is being re-created;
     ``retentiond_endpoint_client_errors_total{endpoint,kind}`` counts connections that failed
     or were refused (``busy``, ``timeout``, ``bad_request``, exception names);
-    ``retentiond_endpoint_restarts_total{endpoint}`` counts re-creations."""
+    ``retentiond_endpoint_restarts_total{endpoint}`` counts re-creations. Each also carries
+    ``cluster`` and ``broker`` (``base``), as every retentiond series does."""
 
-    def __init__(self, states: Callable[[], dict[str, dict[str, object] | None]]) -> None:
+    def __init__(
+        self,
+        states: Callable[[], dict[str, dict[str, object] | None]],
+        base: tuple[str, str] = ("", ""),
+    ) -> None:
         self.states = states
+        self.base = list(base)
 
-    def collect(self) -> Iterator[GaugeMetricFamily | CounterMetricFamily]:
-        up = GaugeMetricFamily(
-            "retentiond_endpoint_up",
-            "1 while the listener accepts connections, 0 while it is down or re-created",
-            labels=["endpoint"],
+    @staticmethod
+    def _families() -> tuple[Gauge, Counter, Counter]:
+        return (
+            Gauge(
+                "retentiond_endpoint_up",
+                "1 while the listener accepts connections, 0 while it is down or re-created.",
+                [*BASE_LABELS, "endpoint"],
+            ),
+            Counter(
+                "retentiond_endpoint_restarts",
+                "Times the listener failed and was re-created.",
+                [*BASE_LABELS, "endpoint"],
+            ),
+            Counter(
+                "retentiond_endpoint_client_errors",
+                "Client connections that failed or were refused, by kind (busy, timeout, "
+                "bad_request, or the exception's name).",
+                [*BASE_LABELS, "endpoint", "kind"],
+            ),
         )
-        restarts = CounterMetricFamily(
-            "retentiond_endpoint_restarts",
-            "Times the listener failed and was re-created",
-            labels=["endpoint"],
-        )
-        errors = CounterMetricFamily(
-            "retentiond_endpoint_client_errors",
-            "Client connections that failed or were refused, by kind",
-            labels=["endpoint", "kind"],
-        )
+
+    def describe(self) -> Iterator[Gauge | Counter]:
+        yield from self._families()
+
+    def collect(self) -> Iterator[Gauge | Counter]:
+        up, restarts, errors = self._families()
+        base = self.base
         for name, state in self.states().items():
             if state is None:
-                up.add_metric([name], 0)
+                up.add_metric([*base, name], 0)
                 continue
-            up.add_metric([name], 1 if state.get("up") else 0)
-            restarts.add_metric([name], float(state.get("restarts") or 0))  # type: ignore[arg-type]
+            up.add_metric([*base, name], 1 if state.get("up") else 0)
+            restarts.add_metric([*base, name], float(state.get("restarts") or 0))  # type: ignore[arg-type]
             counts = state.get("errors")
             for kind, n in sorted(counts.items() if isinstance(counts, dict) else []):
-                errors.add_metric([name, kind], n)
+                errors.add_metric([*base, name, kind], n)
         yield up
         yield restarts
         yield errors
@@ -90,7 +107,7 @@ class EndpointCollector(Collector):
 class DaemonView(Protocol):
     """What the metrics read of the running daemon, at scrape time."""
 
-    def settings_in_force(self) -> Settings:
+    def settings_in_force(self) -> Settings[StoreSection]:
         """The settings of the last applied reload (the metrics' labels follow them)."""
         ...
 
@@ -121,7 +138,8 @@ class DaemonMetrics:
                 lambda: {
                     "control": daemon.control_state(),
                     "metrics": self.server.state if self.server is not None else None,
-                }
+                },
+                self.metrics.base,
             )
         )
 

@@ -17,7 +17,7 @@ from typing import Any, Protocol
 
 import structlog
 
-log = structlog.get_logger("retentiond")
+log = structlog.get_logger(__name__)
 
 BACKOFF_S = (0.1, 0.5, 1.0, 5.0)  # pauses before re-creating a failed listener; the last repeats
 

@@ -23,23 +23,24 @@ from collections.abc import Callable, Iterator, Mapping
 from typing import Protocol
 
 import structlog
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.core import Metric
 from prometheus_client.registry import Collector
 
 from retentiond import __version__
-from retentiond.config.settings import Settings
+from retentiond.config.settings import Settings, StoreSection
 from retentiond.engine.figures import StoreStats
 from retentiond.engine.kind import AnyKind
 from retentiond.kinds import VOICES
+from retentiond.observe.families import Counter, Gauge
 
-log = structlog.get_logger("retentiond.metrics")
+log = structlog.get_logger(__name__)
 
 BASE = ["cluster", "broker"]
 RELOAD_RESULTS = ("applied", "unchanged", "refused")
 
 
-def _g(name: str, doc: str, labels: list[str] | None = None) -> GaugeMetricFamily:
-    return GaugeMetricFamily(name, doc, labels=[*BASE, *(labels or [])])
+def _g(name: str, doc: str, labels: list[str] | None = None) -> Gauge:
+    return Gauge(name, doc, [*BASE, *(labels or [])])
 
 
 class MetricsState(Protocol):
@@ -50,7 +51,7 @@ class MetricsState(Protocol):
     stats: StoreStats | None
     kind: AnyKind
     status: Callable[[], Mapping[str, object]] | None
-    current_settings: Callable[[], Settings]
+    current_settings: Callable[[], Settings[StoreSection]]
     clock_s: Callable[[], float]
 
 
@@ -79,7 +80,7 @@ class LiveCollector(Collector):
 
     # ---- disk ---------------------------------------------------------------------------
     @staticmethod
-    def _disk_families() -> tuple[GaugeMetricFamily, GaugeMetricFamily, GaugeMetricFamily]:
+    def _disk_families() -> tuple[Gauge, Gauge, Gauge]:
         return (
             _g(
                 "retentiond_disk_used_ratio",
@@ -89,20 +90,22 @@ class LiveCollector(Collector):
             ),
             _g(
                 "retentiond_disk_state",
-                "1 for the disk state the next round would act on (ok, over_max_ratio, "
-                "clean_forcibly, warning_level: the broker rejects writes; unknown: a path "
-                "cannot be measured), 0 for the others.",
+                "1 for the disk state the next round would act on, 0 for the others. "
+                "RocketMQ: ok, over_max_ratio, clean_forcibly, warning_level (the broker "
+                "rejects writes), unknown (a path cannot be measured); Kafka: ok, "
+                "warning_level (a log dir above the warning ratio).",
                 ["state"],
             ),
             _g(
                 "retentiond_disk_threshold_ratio",
-                "The configured ratio above which each disk state begins "
-                "(diskMaxUsedSpaceRatio, diskSpaceCleanForciblyRatio, diskSpaceWarningLevelRatio).",
+                "The configured ratio above which each disk state begins (RocketMQ: "
+                "diskMaxUsedSpaceRatio, diskSpaceCleanForciblyRatio, "
+                "diskSpaceWarningLevelRatio; Kafka: the warning ratio, 0.90 by default).",
                 ["state"],
             ),
         )
 
-    def _disk(self, settings: Settings, now_s: float) -> Iterator[Metric]:
+    def _disk(self, settings: Settings[StoreSection], now_s: float) -> Iterator[Metric]:
         ratio, state, threshold = self._disk_families()
         base = list(self.metrics.base)
         disk = self.metrics.kind.disk_figures(settings, int(now_s * 1000))
@@ -117,7 +120,7 @@ class LiveCollector(Collector):
 
     # ---- store figures (cached by the last round) -----------------------------------------
     @staticmethod
-    def _store_families() -> tuple[GaugeMetricFamily, ...]:
+    def _store_families() -> tuple[Gauge, ...]:
         return (
             _g("retentiond_files", "Files in the store, by kind (as of the last scan).", ["kind"]),
             _g(
@@ -143,7 +146,7 @@ class LiveCollector(Collector):
             ),
         )
 
-    def _store(self, settings: Settings, now_s: float) -> Iterator[Metric]:
+    def _store(self, settings: Settings[StoreSection], now_s: float) -> Iterator[Metric]:
         stats = self.metrics.stats  # one reference read: the snapshot is never mutated
         if stats is None:
             return
@@ -161,14 +164,7 @@ class LiveCollector(Collector):
 
     # ---- the daemon's status ------------------------------------------------------------
     @staticmethod
-    def _status_families() -> tuple[
-        GaugeMetricFamily,
-        GaugeMetricFamily,
-        GaugeMetricFamily,
-        CounterMetricFamily,
-        GaugeMetricFamily,
-        GaugeMetricFamily,
-    ]:
+    def _status_families() -> tuple[Gauge, Gauge, Gauge, Counter, Gauge, Gauge, Gauge, Gauge]:
         return (
             _g(
                 "retentiond_expired_files_pending",
@@ -185,11 +181,11 @@ class LiveCollector(Collector):
                 "Rounds left that run a deletion pass at any hour after trigger-delete (20 per "
                 "request, as the broker's executeDeleteFilesManually).",
             ),
-            CounterMetricFamily(
+            Counter(
                 "retentiond_config_reloads",
                 "Configuration reloads (SIGHUP or file change), by result: applied, unchanged, "
                 "refused (the running configuration was kept).",
-                labels=[*BASE, "result"],
+                [*BASE, "result"],
             ),
             _g(
                 "retentiond_config_last_reload_successful",
@@ -202,13 +198,29 @@ class LiveCollector(Collector):
                 "nothing deleted there); 0 for one it could delete from (RocketMQ: always 0).",
                 ["dir"],
             ),
+            _g(
+                "retentiond_scan_files",
+                "Files the last scan gave each verdict (delete, keep) and reason, the counts "
+                "`retentiond status` shows (Kafka: segments; RocketMQ's expired files are "
+                "retentiond_expired_files_pending).",
+                ["verdict", "reason"],
+            ),
+            _g(
+                "retentiond_store_dir_error",
+                "1 for a store directory the last scan could not use (missing, empty: a disk "
+                "not mounted, unreadable, without the broker's marker files; nothing is "
+                "deleted or created there, the other directories are cleaned), else 0.",
+                ["dir"],
+            ),
         )
 
-    def _status(self, settings: Settings, now_s: float) -> Iterator[Metric]:
+    def _status(self, settings: Settings[StoreSection], now_s: float) -> Iterator[Metric]:
         if self.metrics.status is None:
             return
         doc = self.metrics.status()
-        pending, hung, manual, reloads, last_ok, plan_only = self._status_families()
+        pending, hung, manual, reloads, last_ok, plan_only, verdicts, dir_error = (
+            self._status_families()
+        )
         base = list(self.metrics.base)
         # Kafka: a log dir whose .lock another process (the broker) holds is plan-only;
         # RocketMQ's store is never (it deletes beside a running broker, as the broker would)
@@ -216,6 +228,10 @@ class LiveCollector(Collector):
         held_dirs = set(held) if isinstance(held, list) else set()
         for d in settings.store_dirs:
             plan_only.add_metric([*base, d], 1.0 if d in held_dirs else 0.0)
+        erred = doc.get("store_dir_errors")
+        erred_dirs = set(erred) if isinstance(erred, Mapping) else set()
+        for d in settings.store_dirs:
+            dir_error.add_metric([*base, d], 1.0 if d in erred_dirs else 0.0)
         if isinstance(expired := doc.get("pending_expired"), int):
             pending.add_metric(base, expired)
         hung_files = doc.get("hung_files")
@@ -231,7 +247,14 @@ class LiveCollector(Collector):
         last = config.get("last_reload")
         refused = isinstance(last, Mapping) and last.get("outcome") == "refused"
         last_ok.add_metric(base, 0.0 if refused else 1.0)
-        yield from (pending, hung, manual, reloads, last_ok, plan_only)
+        scan = doc.get("scan")
+        counts_by_verdict = scan.get("reasons") if isinstance(scan, Mapping) else None
+        if isinstance(counts_by_verdict, Mapping):  # "delete:retention_ms_breach": 12, ...
+            for key, n in sorted(counts_by_verdict.items()):
+                verdict, _, reason = str(key).partition(":")
+                if isinstance(n, int):
+                    verdicts.add_metric([*base, verdict, reason], float(n))
+        yield from (pending, hung, manual, reloads, last_ok, plan_only, verdicts, dir_error)
 
     # ---- configuration and build --------------------------------------------------------
     def _info_columns(self) -> tuple[str, ...]:
@@ -242,7 +265,7 @@ class LiveCollector(Collector):
             names.update(dict.fromkeys(voice.info_label_names))
         return tuple(names)
 
-    def _config_families(self) -> tuple[GaugeMetricFamily, ...]:
+    def _config_families(self) -> tuple[Gauge, ...]:
         return (
             _g(
                 "retentiond_config_info",
@@ -269,7 +292,7 @@ class LiveCollector(Collector):
             ),
         )
 
-    def _config(self, settings: Settings, now_s: float) -> Iterator[Metric]:
+    def _config(self, settings: Settings[StoreSection], now_s: float) -> Iterator[Metric]:
         info, store, build, reserved, interval = self._config_families()
         base = list(self.metrics.base)
         kind = self.metrics.kind
@@ -283,7 +306,7 @@ class LiveCollector(Collector):
         interval.add_metric(base, kind.cadence(settings).round_interval_ms / 1000)
         yield from (info, store, build, reserved, interval)
 
-    def _info_labels(self, settings: Settings) -> list[str]:
+    def _info_labels(self, settings: Settings[StoreSection]) -> list[str]:
         """``retentiond_config_info``'s values after the hash. The kind fills the labels of
         its own keys and leaves the other kinds' empty (an empty label is an absent one to
         Prometheus), so a Kafka daemon does not show RocketMQ defaults it never applies."""

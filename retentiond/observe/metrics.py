@@ -27,7 +27,7 @@ from __future__ import annotations
 import itertools
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 
 import structlog
 from prometheus_client import (
@@ -38,19 +38,21 @@ from prometheus_client import (
     PlatformCollector,
     ProcessCollector,
 )
+from prometheus_client.core import Metric
+from prometheus_client.registry import Collector
 
-from retentiond.config.settings import Settings
+from retentiond.config.settings import Settings, StoreSection
 from retentiond.engine.cleaner import Cleaner, RoundListener, RoundResult
 from retentiond.engine.execute import Outcome
 from retentiond.engine.figures import StoreStats
 from retentiond.engine.kind import AnyKind, RoundPlan
-from retentiond.engine.owner import OwnerReport
+from retentiond.engine.proc.owner import OwnerReport
 from retentiond.kinds import kind_for
 from retentiond.observe.live import LiveCollector
 from retentiond.observe.owner_metrics import OwnerCollector
 from retentiond.reasons import FORCED_REASONS, Cause
 
-log = structlog.get_logger("retentiond.metrics")
+log = structlog.get_logger(__name__)
 
 BASE_LABELS = ("cluster", "broker")
 # From a quiet round (milliseconds) to a CommitLog pass pacing 10 deletions at the default
@@ -78,10 +80,10 @@ class RetentionMetrics:
 
     def __init__(
         self,
-        settings: Settings,
+        settings: Settings[StoreSection],
         *,
         registry: CollectorRegistry | None = None,
-        current_settings: Callable[[], Settings] | None = None,
+        current_settings: Callable[[], Settings[StoreSection]] | None = None,
         status: StatusFn | None = None,
         clock_s: Callable[[], float] = wall_s,
         kind: AnyKind | None = None,
@@ -139,12 +141,24 @@ class RetentionMetrics:
         )
         self._initialise_series()
         self.live = LiveCollector(self)
-        r.register(self.live)
         # The owner broker's process: the watched cleaner's last report (read per round).
         self.owner: Callable[[], OwnerReport | None] = lambda: None
-        r.register(OwnerCollector(self.base, lambda: self.owner()))
-        ProcessCollector(registry=r)  # process_*: memory, CPU, open fds, start time
-        PlatformCollector(registry=r)  # python_info
+        # What the registry serves, in order (the README's metrics table lists them from here).
+        self.collectors: tuple[Collector, ...] = (
+            self.deleted_files,
+            self.deleted_bytes,
+            self.forced_deletions,
+            self.delete_failures,
+            self.round_duration,
+            self.last_success,
+            self.live,
+            OwnerCollector(self.base, lambda: self.owner()),
+            # process_* (memory, CPU, open fds, start time) and python_info, labelled like ours
+            Labelled(ProcessCollector(registry=None), self.base),
+            Labelled(PlatformCollector(registry=None), self.base),
+        )
+        for collector in self.collectors[6:]:
+            r.register(collector)
 
     def _initialise_series(self) -> None:
         """Create the series we know of at 0 so rate() and increase() see their first step."""
@@ -202,6 +216,24 @@ class RetentionMetrics:
         now = self.clock_s()
         for phase in self.kind.phases_succeeded(plan):
             self.last_success.labels(*self.base, phase).set(now)
+
+
+class Labelled(Collector):
+    """Another collector's series (prometheus_client's process and platform collectors) with
+    ``cluster`` and ``broker`` added to every sample, so that they too tell brokers apart."""
+
+    def __init__(self, inner: Collector, base: tuple[str, str]) -> None:
+        self.inner = inner
+        self.base = dict(zip(BASE_LABELS, base, strict=True))
+
+    def collect(self) -> Iterator[Metric]:
+        for family in self.inner.collect():
+            labelled = Metric(family.name, family.documentation, family.type, family.unit)
+            for s in family.samples:
+                labelled.add_sample(
+                    s.name, {**self.base, **s.labels}, s.value, s.timestamp, s.exemplar
+                )
+            yield labelled
 
 
 class _Listener(RoundListener):

@@ -1,6 +1,6 @@
 """The owner broker's process on ``/metrics``: who it is, and how near its map and file limits.
 
-The figures are read by the round (``engine.owner.OwnerWatch``, once per round) and only
+The figures are read by the round (``engine.proc.owner.OwnerWatch``, once per round) and only
 *read* here: a scrape costs a reference read, never a walk of ``/proc/<pid>/maps`` (0.1 s for
 a broker with 100,000 mappings, bench/README.md), however often Prometheus asks. The gauges
 carry only ``cluster`` and ``broker``, so a broker restart (a new pid) continues the same
@@ -11,17 +11,18 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 
-from prometheus_client.core import GaugeMetricFamily, Metric
+from prometheus_client.core import Metric
 from prometheus_client.registry import Collector
 
-from retentiond.engine.owner import OwnerReport
+from retentiond.engine.proc.owner import OwnerReport
+from retentiond.observe.families import Gauge
 
 BASE = ["cluster", "broker"]
 INFO_LABELS = ["pid", "name", "type", "main_class", "user"]
 
 
-def _g(name: str, doc: str, labels: list[str] | None = None) -> GaugeMetricFamily:
-    return GaugeMetricFamily(name, doc, labels=[*BASE, *(labels or [])])
+def _g(name: str, doc: str, labels: list[str] | None = None) -> Gauge:
+    return Gauge(name, doc, [*BASE, *(labels or [])])
 
 
 class OwnerCollector(Collector):
@@ -33,7 +34,7 @@ class OwnerCollector(Collector):
         yield from self._families()
 
     @staticmethod
-    def _families() -> tuple[GaugeMetricFamily, ...]:
+    def _families() -> tuple[Gauge, ...]:
         return (
             _g(
                 "retentiond_owner_running",
@@ -61,8 +62,9 @@ class OwnerCollector(Collector):
                 "'Map failed' at vm.max_map_count.",
             ),
             _g(
-                "retentiond_vm_max_map_count",
-                "vm.max_map_count: the most memory maps one process may have.",
+                "retentiond_owner_max_memory_maps",
+                "vm.max_map_count, the most memory maps one process (the broker) may have; "
+                "read from the host even while no broker runs.",
             ),
             _g(
                 "retentiond_owner_resident_memory_bytes",

@@ -38,7 +38,7 @@ from prometheus_client import CollectorRegistry, make_wsgi_app
 from retentiond.config.metrics import read_password
 from retentiond.observe.listener import ErrorCounts, keep_serving
 
-log = structlog.get_logger("retentiond.metrics")
+log = structlog.get_logger(__name__)
 
 RELOAD_CHECK_S = 5.0  # how often the certificate files are stat-ed, at most
 REALM = "retentiond"
@@ -123,6 +123,37 @@ def basic_auth(app: WsgiApp, password: PasswordFile) -> WsgiApp:
         return [b"401 Unauthorized\n"]
 
     return guarded
+
+
+LANDING_PAGE = b"""<!DOCTYPE html>
+<html lang="en">
+<head><meta charset="utf-8"><title>retentiond</title></head>
+<body>
+<h1>retentiond</h1>
+<p>Retention for RocketMQ and Kafka broker stores.</p>
+<p><a href="/metrics">Metrics</a></p>
+</body>
+</html>
+"""
+
+
+def routes(metrics: WsgiApp) -> WsgiApp:
+    """``/metrics`` is the scrape; ``/`` a small page linking it (what a person who opens the
+    address in a browser sees); any other path is 404, so a mistyped scrape path fails
+    instead of silently scraping."""
+
+    def route(environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
+        path = environ.get("PATH_INFO") or "/"
+        if path == "/metrics":
+            return metrics(environ, start_response)
+        if path == "/":
+            body, status, content_type = LANDING_PAGE, "200 OK", "text/html; charset=utf-8"
+        else:
+            body, status, content_type = b"404 Not Found\n", "404 Not Found", "text/plain"
+        start_response(status, [("Content-Type", content_type), ("Content-Length", str(len(body)))])
+        return [body] if environ.get("REQUEST_METHOD") != "HEAD" else []
+
+    return route
 
 
 class TlsFiles:
@@ -315,7 +346,7 @@ class MetricsServer:
         return self.url
 
     def _bind(self) -> _Server:
-        app: WsgiApp = make_wsgi_app(self.registry)
+        app: WsgiApp = routes(make_wsgi_app(self.registry))
         if self.password is not None:
             app = basic_auth(app, self.password)
         httpd = make_server(

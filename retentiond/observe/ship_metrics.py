@@ -5,10 +5,11 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.core import Metric
 from prometheus_client.registry import Collector
 
 from retentiond.journal.ship import ShipCounters
+from retentiond.observe.families import Counter, Gauge
 
 
 class ShipCollector(Collector):
@@ -33,34 +34,40 @@ class ShipCollector(Collector):
         ("bytes_dropped", "Journal bytes dropped unshipped."),
     )
 
+    _GAUGES = (
+        ("backlog_segments", "Closed journal segments waiting to be shipped."),
+        ("backlog_bytes", "Bytes of closed journal segments waiting to be shipped."),
+        (
+            "last_success_timestamp_seconds",
+            "When a shipping pass last shipped everything it could see (no sample before the "
+            "first such pass).",
+        ),
+    )
+
+    def _families(self) -> tuple[list[Counter], list[Gauge]]:
+        names = ["cluster", "broker"]
+        return (
+            [Counter(f"retentiond_ship_{k}", text, names) for k, text in self._COUNTERS],
+            [Gauge(f"retentiond_ship_{k}", text, names) for k, text in self._GAUGES],
+        )
+
+    def describe(self) -> Iterator[Metric]:
+        counters, gauges = self._families()
+        yield from counters
+        yield from gauges
+
     def collect(self) -> Iterator[Metric]:
-        counters = self.counters
-        names, values = ["cluster", "broker"], list(self.labels())
-        with counters.lock:
-            snap = {k: getattr(counters, k) for k, _ in self._COUNTERS}
-            backlog = (counters.backlog_segments, counters.backlog_bytes)
-            last = counters.last_success_ms
-        for key, text in self._COUNTERS:
-            family = CounterMetricFamily(f"retentiond_ship_{key}", text, labels=names)
+        c = self.counters
+        values = list(self.labels())
+        with c.lock:
+            snap = {k: getattr(c, k) for k, _ in self._COUNTERS}
+            last = None if c.last_success_ms is None else c.last_success_ms / 1000
+            gauge_values = (c.backlog_segments, c.backlog_bytes, last)
+        counters, gauges = self._families()
+        for (key, _), family in zip(self._COUNTERS, counters, strict=True):
             family.add_metric(values, snap[key])
             yield family
-        gauges: list[tuple[str, str, float]] = [
-            ("backlog_segments", "Closed journal segments waiting to be shipped.", backlog[0]),
-            (
-                "backlog_bytes",
-                "Bytes of closed journal segments waiting to be shipped.",
-                backlog[1],
-            ),
-        ]
-        if last is not None:
-            gauges.append(
-                (
-                    "last_success_timestamp_seconds",
-                    "When a shipping pass last shipped everything it could see.",
-                    last / 1000,
-                )
-            )
-        for key, text, value in gauges:
-            gauge = GaugeMetricFamily(f"retentiond_ship_{key}", text, labels=names)
-            gauge.add_metric(values, value)
+        for value, gauge in zip(gauge_values, gauges, strict=True):
+            if value is not None:
+                gauge.add_metric(values, value)
             yield gauge

@@ -11,15 +11,19 @@ against what was written rather than against what the cleaner reads back.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import random
 import struct
+import time
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from retentiond.kinds.kafka import formats as fm
+from retentiond.storegen import GenStoreRefused, GenStoreRequest
 
 _DAY_MS = 86_400_000
 
@@ -231,8 +235,13 @@ def _write_partition(part_dir: Path, built: _PartitionFiles) -> None:
         _write(part_dir / name, data, mtime_ms)
 
 
-def generate_kafka_store(log_dir: Path, spec: KafkaStoreSpec | None = None) -> GeneratedKafkaStore:
-    """A log dir under ``log_dir`` (created; must not hold a store already)."""
+def generate_kafka_store(
+    log_dir: Path,
+    spec: KafkaStoreSpec | None = None,
+    progress: Callable[[str], None] | None = None,
+) -> GeneratedKafkaStore:
+    """A log dir under ``log_dir`` (created; must not hold a store already). ``progress``, if
+    given, is told which partition is being written (``gen-store`` on a terminal)."""
     spec = spec or KafkaStoreSpec()
     rng = random.Random(spec.seed)
     log_dir.mkdir(parents=True, exist_ok=True)
@@ -240,10 +249,13 @@ def generate_kafka_store(log_dir: Path, spec: KafkaStoreSpec | None = None) -> G
         raise FileExistsError(f"{log_dir}: not empty")
     store = GeneratedKafkaStore(log_dir)
     topic_ids: dict[str, bytes] = {}
+    total = sum(spec.topics.values())
     for topic, partitions in spec.topics.items():
         topic_ids[topic] = uuid.UUID(int=rng.getrandbits(128)).bytes
         built: list[_PartitionFiles] = []
         for p in range(partitions):
+            if progress is not None:
+                progress(f"partition {len(store.partitions) + 1:,} of {total:,} ({topic}-{p})")
             variant = p % spec.distinct_partitions if spec.distinct_partitions > 0 else p
             if variant == len(built):
                 future = topic == spec.future_topic and variant == 0
@@ -302,3 +314,33 @@ def write_server_properties(path: Path, log_dirs: Sequence[Path], **props: str) 
     lines += [f"{k.replace('_', '.')}={v}" for k, v in props.items()]
     path.write_text("\n".join(lines) + "\n")
     return path
+
+
+def gen_store(request: GenStoreRequest) -> list[str]:
+    """``gen-store --kind kafka``: a realistic log dir whose newest data is now, and with a
+    config path a server.properties pointing at it."""
+    if request.sparse:
+        raise GenStoreRefused("--sparse is for RocketMQ stores")
+    spec = KafkaStoreSpec(now_ms=int(time.time() * 1000))
+    overrides: dict[str, Any] = {}
+    if request.topics is not None:
+        overrides["topics"] = request.topics
+    if request.messages is not None:
+        overrides["records_per_partition"] = request.messages
+    if request.file_size is not None:
+        overrides["segment_bytes"] = request.file_size
+    if request.oldest_hours is not None:
+        overrides["span_ms"] = int(request.oldest_hours * 3_600_000)
+    spec = dataclasses.replace(spec, **overrides)
+    log_dir = request.dir.absolute()
+    store = generate_kafka_store(log_dir, spec, request.progress)
+    segments = sum(len(s) for s in store.partitions.values())
+    lines = [
+        f"generated Kafka log dir at {log_dir}: {len(spec.topics)} topics, "
+        f"{len(store.partitions)} partitions, {segments} segments, checkpoints, a KRaft "
+        "metadata log with the topic overrides"
+    ]
+    if request.config_out is not None:
+        path = write_server_properties(request.config_out.absolute(), [log_dir])
+        lines.append(f"wrote config {path}")
+    return lines

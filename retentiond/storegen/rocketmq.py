@@ -46,6 +46,7 @@ from retentiond.kinds.rocketmq.formats import (
     tags_code,
 )
 from retentiond.kinds.rocketmq.names import offset_to_name
+from retentiond.storegen import GenStoreRequest
 
 _HOUR_MS = 3_600_000
 _INT_MAX = (1 << 31) - 1
@@ -497,11 +498,14 @@ class _Properties:
         return self._const if self._const is not None else self._build(i)
 
 
-def generate_store(root: Path, spec: StoreSpec) -> GeneratedStore:
+def generate_store(
+    root: Path, spec: StoreSpec, progress: Callable[[str], None] | None = None
+) -> GeneratedStore:
     """Write a complete store under ``root`` and describe it.
 
     ``root`` may exist, but its store directories must be empty: mixing two generations would
-    make the returned summary lie.
+    make the returned summary lie. ``progress``, if given, is told what is being written now
+    (``gen-store`` on a terminal).
     """
     spec.validate()
     root = Path(root).absolute()
@@ -536,6 +540,8 @@ def generate_store(root: Path, spec: StoreSpec) -> GeneratedStore:
     index = _IndexBuilder(index_dir, spec) if spec.index else None
 
     for i in range(n):
+        if progress is not None and not i & 0x3FFF:
+            progress(f"CommitLog and index: message {i:,} of {n:,}")
         pair = i % npairs
         t, queue_id = divmod(pair, qpt)
         store_ts = t_oldest + (span * i // (n - 1) if n > 1 else span)
@@ -566,6 +572,8 @@ def generate_store(root: Path, spec: StoreSpec) -> GeneratedStore:
     if index is not None:
         index.close()
 
+    if progress is not None:
+        progress("ConsumeQueues")
     queues = _write_consume_queues(
         cq_root, spec, topics, phys, sizes, stamps, tag_codes, const_tags_code
     )
@@ -585,6 +593,13 @@ def generate_store(root: Path, spec: StoreSpec) -> GeneratedStore:
         _write_small(str(root / "checkpoint"), encode_checkpoint(checkpoint), 0, False, now_ms)
     if spec.lock_file:
         _write_small(str(root / "lock"), b"lock", 0, False, now_ms)
+    # A broker persists its (here empty) consumer offsets within seconds of starting: fastjson
+    # 1.x pretty format, TAB indents, no trailing newline (shared/spec/consumers.md §A.1.2).
+    offsets = (
+        '{\n\t"dataVersion":{\n\t\t"counter":0,\n\t\t"stateVersion":0,\n'
+        f'\t\t"timestamp":{now_ms}\n\t}},\n\t"groupTopicMap":{{}},\n\t"offsetTable":{{}}\n}}'
+    )
+    _write_small(str(root / "config" / "consumerOffset.json"), offsets.encode(), 0, False, now_ms)
 
     return GeneratedStore(
         root=root,
@@ -788,3 +803,23 @@ __all__ = [
     "generate_store",
     "write_config",
 ]
+
+
+def gen_store(request: GenStoreRequest) -> list[str]:
+    """``gen-store`` for RocketMQ: a preset store, adjusted by the request, and its broker.yaml."""
+    spec = PRESETS[request.preset]
+    overrides: dict[str, Any] = {"sparse": True} if request.sparse else {}
+    if request.messages is not None:
+        overrides["messages"] = request.messages
+    if request.file_size is not None:
+        overrides["commitlog_file_size"] = request.file_size
+    if request.oldest_hours is not None:
+        overrides["oldest_age_hours"] = request.oldest_hours
+    spec = dataclasses.replace(spec, **overrides)
+    root = request.dir.absolute()
+    store = generate_store(root, spec, request.progress)
+    lines = [f"generated store at {root}: {store.summary()}"]
+    if request.config_out is not None:
+        path = write_config(root, spec, request.config_out.absolute())
+        lines.append(f"wrote config {path}")
+    return lines

@@ -23,8 +23,8 @@ from pathlib import Path
 from typing import Any
 
 from retentiond.engine.cleaner import Cleaner
-from retentiond.engine.rollup import IdleView, RoundFolder
 from retentiond.journal import ship
+from retentiond.journal.rollup import IdleView, RoundFolder
 from retentiond.journal.writer import Journal, Origin
 from retentiond.storegen.rocketmq import StoreSpec
 from tests.helpers.stores import make_store

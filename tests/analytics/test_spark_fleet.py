@@ -19,6 +19,7 @@ from typing import Any
 
 import pytest
 
+from retentiond.reasons import SCHEMA_VERSION
 from tests.analytics import fleet_sim
 from tests.conftest import need
 
@@ -337,7 +338,7 @@ def test_the_journals_fold_idle_rounds_into_summaries(fleet: fleet_sim.Fleet) ->
     for s in summaries:
         assert day(s["time_ms"]) == day(s["last_time_ms"])
         assert s["last_time_ms"] - s["time_ms"] < fleet_sim.SUMMARY_INTERVAL_MS
-        assert s["schema_version"] == 2
+        assert s["schema_version"] == SCHEMA_VERSION
     # every round that deleted something is still there in full
     deleting = [r for r in ran if any(c["files"] for c in r["deleted"].values())]
     assert deleting and {key(r, "time_ms") for r in deleting} <= {key(r, "time_ms") for r in full}

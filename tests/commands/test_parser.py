@@ -52,3 +52,12 @@ def test_plan_does_not_import_the_shipping_or_spark_modules() -> None:
     loaded = {m.rsplit(".", 1)[1] for m in eval(out.stdout)}
     assert loaded == {"rounds", "common"}, loaded
     assert set(GROUPS) >= loaded - {"common"}
+
+
+def test_config_show_is_a_command_of_its_own_group_with_the_global_options() -> None:
+    argv = ["config", "show", "--config", "c.yaml", "--json", "--log-level", "debug"]
+    parser = build_parser(argv)
+    sub = next(a for a in parser._actions if a.dest == "command")
+    assert set(sub.choices) == {"config"}
+    args = parser.parse_args(argv)
+    assert (args.config, args.json, args.log_level) == ("c.yaml", True, "DEBUG")

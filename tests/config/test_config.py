@@ -16,18 +16,21 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from retentiond.config import schema
-from retentiond.config.loader import (
-    ConfigError,
-    ConfigProblem,
-    diff_settings,
-    load_settings,
-    local_zone_name,
-    parse_properties,
-    validate_store_root,
-)
-from retentiond.config.schema import KEYS, render_reference_markdown
+from retentiond.config.diff import diff_settings
+from retentiond.config.keys import ConfigKey, Format, Invalid
+from retentiond.config.problems import ConfigError, ConfigProblem
+from retentiond.config.properties import parse_properties
 from retentiond.config.settings import Settings
+from retentiond.config.zones import is_zone_name, local_zone_name
+from retentiond.kinds import load_settings
+from retentiond.kinds.rocketmq.config import (
+    BY_KEY,
+    KEYS,
+    LEGACY_KEYS,
+    render_reference_markdown,
+    rocketmq_settings,
+)
+from retentiond.kinds.rocketmq.storecheck import check_store as check_rocketmq_store
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -94,24 +97,24 @@ def load_conf(write: Callable[[str, str], Path], text: str) -> Settings:
 def test_defaults_follow_rocketmq(write, store: Path) -> None:
     path = write("broker.yaml", f"storePathRootDir: {store}\n")
     got = load_settings(path)
-    assert got.store_path_root_dir == store
-    assert got.store_path_commitlog == (store / "commitlog",)
-    assert got.file_reserved_time_hours == 72
-    assert (got.delete_when, got.delete_hours) == ("04", (4,))
-    assert got.disk_max_used_space_ratio == 75
-    assert got.clean_resource_interval_ms == 10_000
-    assert got.delete_commitlog_files_interval_ms == 100
-    assert got.delete_consumequeue_files_interval_ms == 100
-    assert got.destroy_mapped_file_interval_forcibly_ms == 120_000
-    assert got.redelete_hanged_file_interval_ms == 120_000
-    assert got.clean_file_forcibly_enable is True
-    assert got.delete_file_batch_max == 10
-    assert got.disk_space_clean_forcibly_ratio == 0.85
-    assert got.disk_space_warning_level_ratio == 0.90
-    assert got.mapped_file_size_commitlog == 1 << 30
-    assert got.mapped_file_size_consumequeue == 6_000_000
-    assert got.max_hash_slot_num == 5_000_000
-    assert got.max_index_num == 20_000_000
+    assert got.store.store_path_root_dir == store
+    assert got.store.store_path_commitlog == (store / "commitlog",)
+    assert got.store.file_reserved_time_hours == 72
+    assert (got.store.delete_when, got.store.delete_hours) == ("04", (4,))
+    assert got.store.disk_max_used_space_ratio == 75
+    assert got.store.clean_resource_interval_ms == 10_000
+    assert got.store.delete_commitlog_files_interval_ms == 100
+    assert got.store.delete_consumequeue_files_interval_ms == 100
+    assert got.store.destroy_mapped_file_interval_forcibly_ms == 120_000
+    assert got.store.redelete_hanged_file_interval_ms == 120_000
+    assert got.store.clean_file_forcibly_enable is True
+    assert got.store.delete_file_batch_max == 10
+    assert got.store.disk_space_clean_forcibly_ratio == 0.85
+    assert got.store.disk_space_warning_level_ratio == 0.90
+    assert got.store.mapped_file_size_commitlog == 1 << 30
+    assert got.store.mapped_file_size_consumequeue == 6_000_000
+    assert got.store.max_hash_slot_num == 5_000_000
+    assert got.store.max_index_num == 20_000_000
     assert got.broker_name == (socket.gethostname() or "DEFAULT_BROKER")
     assert got.broker_cluster_name == "DefaultCluster"
     assert got.daemon.timezone is None
@@ -125,8 +128,8 @@ def test_defaults_follow_rocketmq(write, store: Path) -> None:
 def test_empty_file_is_all_defaults(write, name: str, monkeypatch, tmp_path: Path) -> None:
     monkeypatch.setenv("HOME", str(tmp_path / "home"))
     got = load_settings(write(name, ""), check_store=False)
-    assert got.store_path_root_dir == tmp_path / "home" / "store"
-    assert got.store_path_commitlog == (tmp_path / "home" / "store" / "commitlog",)
+    assert got.store.store_path_root_dir == tmp_path / "home" / "store"
+    assert got.store.store_path_commitlog == (tmp_path / "home" / "store" / "commitlog",)
 
 
 @pytest.mark.parametrize("name", ["broker.yaml", "broker.conf"])
@@ -142,7 +145,7 @@ def test_empty_file_still_checks_the_store(write, name: str, monkeypatch, tmp_pa
 def test_example_config_loads_and_documents_every_key(write) -> None:
     path = REPO / "config" / "broker.yaml"
     got = load_settings(path, check_store=False)
-    assert got.store_path_root_dir == Path("/var/lib/rocketmq/store")
+    assert got.store.store_path_root_dir == Path("/var/lib/rocketmq/store")
     text = path.read_text()
     for spec in KEYS:
         leaf = spec.key.rsplit(".", 1)[-1]
@@ -152,6 +155,25 @@ def test_example_config_loads_and_documents_every_key(write) -> None:
     assert set(changed) <= {"storePathRootDir", "storePathCommitLog", "brokerName"}, (
         "the example shows the defaults"
     )
+
+
+def test_retentiond_cluster_names_the_cluster_over_broker_cluster_name(write) -> None:
+    plain = load_yaml(write, "brokerClusterName: orders\n")
+    assert plain.broker_cluster_name == "orders"
+    named = load_yaml(write, "brokerClusterName: orders\nretentiond:\n  cluster: payments\n")
+    assert named.broker_cluster_name == "payments"
+    assert named.store.broker_cluster_name == "orders"  # the broker's own key, as written
+    conf = load_conf(write, "retentiond.cluster=payments\n")
+    assert conf.broker_cluster_name == "payments"
+    # unset, the canonical form is the one before the key existed: the same hash
+    daemon = plain.as_dict()["daemon"]
+    assert isinstance(daemon, dict) and "cluster" not in daemon
+    assert named.config_hash != plain.config_hash
+    bad = write("bad.yaml", "retentiond:\n  cluster: a/b\n")
+    assert [str(p) for p in refusals(bad)] == [
+        f"{bad}: key 'retentiond.cluster' = 'a/b': must not contain '/' or "
+        "control characters, nor be '.' or '..'"
+    ]
 
 
 def test_source_is_absolute_not_symlink_resolved(write, tmp_path: Path, monkeypatch) -> None:
@@ -259,7 +281,7 @@ def test_yaml_alias_bomb_does_not_explode_messages(write) -> None:
 )
 def test_delete_when_accepted(write, line: str, raw: str, hours: tuple[int, ...]) -> None:
     got = load_yaml(write, line + "\n")
-    assert (got.delete_when, got.delete_hours) == (raw, hours)
+    assert (got.store.delete_when, got.store.delete_hours) == (raw, hours)
 
 
 @pytest.mark.parametrize(
@@ -362,18 +384,18 @@ def test_numbers_accepted_at_their_bounds(write) -> None:
         "deleteFileBatchMax: 1\ndiskMaxUsedSpaceRatio: 95\nmaxIndexNum: 2\n"
         "mappedFileSizeCommitLog: 2147483647\nredeleteHangedFileInterval: 2147483647\n",
     )
-    assert got.file_reserved_time_hours == 0
-    assert got.clean_resource_interval_ms == 1
-    assert got.delete_file_batch_max == 1
-    assert got.disk_max_used_space_ratio == 95
-    assert got.max_index_num == 2
-    assert got.mapped_file_size_commitlog == 2147483647
-    assert load_conf(write, "diskMaxUsedSpaceRatio=10\n").disk_max_used_space_ratio == 10
+    assert got.store.file_reserved_time_hours == 0
+    assert got.store.clean_resource_interval_ms == 1
+    assert got.store.delete_file_batch_max == 1
+    assert got.store.disk_max_used_space_ratio == 95
+    assert got.store.max_index_num == 2
+    assert got.store.mapped_file_size_commitlog == 2147483647
+    assert load_conf(write, "diskMaxUsedSpaceRatio=10\n").store.disk_max_used_space_ratio == 10
 
 
 def test_conf_numbers_are_trimmed_and_take_a_sign(write) -> None:
     got = load_conf(write, "fileReservedTime = 48   \ndeleteFileBatchMax=+0007\n")
-    assert (got.file_reserved_time_hours, got.delete_file_batch_max) == (48, 7)
+    assert (got.store.file_reserved_time_hours, got.store.delete_file_batch_max) == (48, 7)
 
 
 @pytest.mark.parametrize(
@@ -382,10 +404,10 @@ def test_conf_numbers_are_trimmed_and_take_a_sign(write) -> None:
 )
 def test_consume_queue_size_rounds_up_to_whole_units(write, given: int, rounded: int) -> None:
     got = load_yaml(write, f"mappedFileSizeConsumeQueue: {given}\n")
-    assert got.mapped_file_size_consumequeue == rounded
+    assert got.store.mapped_file_size_consumequeue == rounded
     assert load_conf(
         write, f"mappedFileSizeConsumeQueue={given}\n"
-    ).mapped_file_size_consumequeue == (rounded)
+    ).store.mapped_file_size_consumequeue == (rounded)
 
 
 def test_index_file_size_must_fit_a_java_int(write) -> None:
@@ -393,7 +415,7 @@ def test_index_file_size_must_fit_a_java_int(write) -> None:
     assert problem.value == 107_000_000
     assert "at most 2147483647" in problem.message
     got = load_yaml(write, "maxHashSlotNum: 1\nmaxIndexNum: 107374180\n")
-    assert got.index_file_size == 40 + 4 + 20 * 107_374_180
+    assert got.store.index_file_size == 40 + 4 + 20 * 107_374_180
 
 
 # --- ratios --------------------------------------------------------------------------------
@@ -423,17 +445,17 @@ def test_ratios_in_yaml_are_fractions(write, key: str, value: str, message: str)
 
 def test_ratio_fractions_accepted_in_yaml(write) -> None:
     got = load_yaml(write, "diskSpaceCleanForciblyRatio: 0.3\ndiskSpaceWarningLevelRatio: 0.9\n")
-    assert got.disk_space_clean_forcibly_ratio == 0.30
-    assert got.disk_space_warning_level_ratio == 0.90
+    assert got.store.disk_space_clean_forcibly_ratio == 0.30
+    assert got.store.disk_space_warning_level_ratio == 0.90
 
 
 def test_ratios_in_conf_are_integer_percents(write) -> None:
     got = load_conf(write, "diskSpaceCleanForciblyRatio=80\ndiskSpaceWarningLevelRatio=35\n")
-    assert got.disk_space_clean_forcibly_ratio == 0.80
-    assert got.disk_space_warning_level_ratio == 0.35
-    assert load_conf(write, "diskSpaceCleanForciblyRatio=85\n").disk_space_clean_forcibly_ratio == (
-        0.85
-    )
+    assert got.store.disk_space_clean_forcibly_ratio == 0.80
+    assert got.store.disk_space_warning_level_ratio == 0.35
+    assert load_conf(
+        write, "diskSpaceCleanForciblyRatio=85\n"
+    ).store.disk_space_clean_forcibly_ratio == (0.85)
 
 
 @pytest.mark.parametrize(
@@ -458,7 +480,7 @@ def test_ratios_refused_in_conf(write, key: str, value: str, message: str) -> No
 @pytest.mark.parametrize(("text", "expected"), [("true", True), ("TRUE", True), ("False", False)])
 def test_conf_booleans_ignore_case(write, text: str, expected: bool) -> None:
     got = load_conf(write, f"cleanFileForciblyEnable={text}\nretentiond.dryRun={text}\n")
-    assert got.clean_file_forcibly_enable is expected
+    assert got.store.clean_file_forcibly_enable is expected
     assert got.daemon.dry_run is expected
 
 
@@ -501,18 +523,20 @@ def test_names_are_trimmed_like_string_setters(write) -> None:
 
 def test_commitlog_trailing_comma_is_dropped_like_java_split(write) -> None:
     got = load_yaml(write, "storePathCommitLog: '/a,/b,/c,'\n")
-    assert got.store_path_commitlog == (Path("/a"), Path("/b"), Path("/c"))
+    assert got.store.store_path_commitlog == (Path("/a"), Path("/b"), Path("/c"))
     got = load_conf(write, "storePathCommitLog=/a,/b,/c,,,\n")
-    assert got.store_path_commitlog == (Path("/a"), Path("/b"), Path("/c"))
+    assert got.store.store_path_commitlog == (Path("/a"), Path("/b"), Path("/c"))
 
 
 def test_commitlog_keeps_configured_order_and_trims_the_whole_string(write) -> None:
     got = load_conf(write, "storePathCommitLog=   /z/cl,/a/cl   \n")
-    assert got.store_path_commitlog == (Path("/z/cl"), Path("/a/cl"))
+    assert got.store.store_path_commitlog == (Path("/z/cl"), Path("/a/cl"))
 
 
 def test_commitlog_single_path(write) -> None:
-    assert load_yaml(write, "storePathCommitLog: /d/cl\n").store_path_commitlog == (Path("/d/cl"),)
+    assert load_yaml(write, "storePathCommitLog: /d/cl\n").store.store_path_commitlog == (
+        Path("/d/cl"),
+    )
 
 
 @pytest.mark.parametrize(
@@ -558,9 +582,9 @@ def test_root_must_be_absolute(write) -> None:
 def test_yaml_expands_home(write, monkeypatch, tmp_path: Path) -> None:
     monkeypatch.setenv("HOME", str(tmp_path))
     got = load_yaml(write, "storePathRootDir: ~/rmq\nstorePathCommitLog: '~/cl1,~/cl2'\n")
-    assert got.store_path_root_dir == tmp_path / "rmq"
-    assert got.store_path_commitlog == (tmp_path / "cl1", tmp_path / "cl2")
-    assert got.store_path_commitlog[0].parent == tmp_path
+    assert got.store.store_path_root_dir == tmp_path / "rmq"
+    assert got.store.store_path_commitlog == (tmp_path / "cl1", tmp_path / "cl2")
+    assert got.store.store_path_commitlog[0].parent == tmp_path
 
 
 def test_conf_refuses_home_because_the_broker_does_not_expand_it(write) -> None:
@@ -570,7 +594,7 @@ def test_conf_refuses_home_because_the_broker_does_not_expand_it(write) -> None:
 
 def test_default_commitlog_follows_the_root(write) -> None:
     got = load_conf(write, "storePathRootDir=/data/rmq\n")
-    assert got.store_path_commitlog == (Path("/data/rmq/commitlog"),)
+    assert got.store.store_path_commitlog == (Path("/data/rmq/commitlog"),)
 
 
 def test_path_with_nul_refused(write) -> None:
@@ -684,10 +708,12 @@ def test_check_store_false_skips_the_disk(write, tmp_path: Path) -> None:
 
 
 def test_validate_store_root_on_settings(store: Path) -> None:
-    good = Settings(store_path_root_dir=store, store_path_commitlog=(store / "commitlog",))
-    assert validate_store_root(good) == []
-    bad = Settings(store_path_root_dir=store / "x", store_path_commitlog=(store / "commitlog",))
-    [problem] = validate_store_root(bad)
+    good = rocketmq_settings(store_path_root_dir=store, store_path_commitlog=(store / "commitlog",))
+    assert check_rocketmq_store(good) == []
+    bad = rocketmq_settings(
+        store_path_root_dir=store / "x", store_path_commitlog=(store / "commitlog",)
+    )
+    [problem] = check_rocketmq_store(bad)
     assert (problem.file, problem.key, problem.value) == (
         "<settings>",
         "storePathRootDir",
@@ -744,7 +770,7 @@ def test_yaml_daemon_keys_in_the_wrong_place(write, text: str, key: str, message
     assert message in yaml_refusal(write, key, text).message
 
 
-@pytest.mark.parametrize("key", sorted(schema.LEGACY_KEYS))
+@pytest.mark.parametrize("key", sorted(LEGACY_KEYS))
 @pytest.mark.parametrize("name", ["broker.yaml", "broker.conf"])
 def test_legacy_keys_are_refused_with_an_explanation(write, key: str, name: str) -> None:
     line = f"{key}: 1" if name.endswith("yaml") else f"{key}=1"
@@ -800,7 +826,7 @@ def test_conf_ignores_the_brokers_own_keys(write) -> None:
         "mappedFileSizeTimerLog=3\nreadOnlyCommitLogStorePaths=\ndeleteWhen=04\n"
         "fileReservedTime=48\n",
     )
-    assert got.file_reserved_time_hours == 48
+    assert got.store.file_reserved_time_hours == 48
     assert got.broker_name == "broker-a"
 
 
@@ -855,9 +881,9 @@ def test_conf_syntax_like_java_properties(write) -> None:
     )
     assert got.broker_name == "broker-x"
     assert got.broker_cluster_name == "c1"
-    assert got.delete_when == "04;05"
-    assert got.store_path_root_dir == Path("/data/rmq")
-    assert got.file_reserved_time_hours == 1
+    assert got.store.delete_when == "04;05"
+    assert got.store.store_path_root_dir == Path("/data/rmq")
+    assert got.store.file_reserved_time_hours == 1
     assert got.daemon.timezone == "UTC"
 
 
@@ -868,7 +894,7 @@ def test_conf_value_with_separator_then_equals_is_kept(write) -> None:
 
 def test_conf_comment_line_does_not_continue(write) -> None:
     got = load_conf(write, "# comment \\\nfileReservedTime=5\n")
-    assert got.file_reserved_time_hours == 5
+    assert got.store.file_reserved_time_hours == 5
 
 
 def test_conf_escaped_separator_belongs_to_the_key() -> None:
@@ -932,7 +958,7 @@ def test_yaml_daemon_section(write) -> None:
 def test_yaml_empty_daemon_sections_are_defaults(write, section: str) -> None:
     assert (
         load_yaml(write, section + "\n").daemon
-        == Settings(store_path_root_dir=Path("/"), store_path_commitlog=()).daemon
+        == rocketmq_settings(store_path_root_dir=Path("/"), store_path_commitlog=()).daemon
     )
 
 
@@ -985,7 +1011,7 @@ def test_diff_settings_lists_changed_keys_by_their_file_names(write) -> None:
         "retentiond:\n  timezone: UTC\n",
     )
     assert diff_settings(old, new) == [
-        ("storePathCommitLog", [str(old.store_path_root_dir / "commitlog")], ["/a", "/b"]),
+        ("storePathCommitLog", [str(old.store.store_path_root_dir / "commitlog")], ["/a", "/b"]),
         ("fileReservedTime", 72, 48),
         ("deleteWhen", "04", "04;05"),
         ("retentiond.timezone", None, "UTC"),
@@ -1001,7 +1027,7 @@ def test_diff_ignores_the_source_path(write, tmp_path: Path) -> None:
     assert a.config_hash == b.config_hash
 
 
-def _changed_value(spec: schema.ConfigKey) -> str:
+def _changed_value(spec: ConfigKey) -> str:
     return {
         "storePathRootDir": "/other",
         "storePathCommitLog": "'/x,/y'",
@@ -1011,6 +1037,7 @@ def _changed_value(spec: schema.ConfigKey) -> str:
         "cleanFileForciblyEnable": "false",
         "brokerName": "other",
         "brokerClusterName": "other",
+        "retentiond.cluster": "payments",
         "retentiond.timezone": "UTC",
         "retentiond.dryRun": "true",
         "retentiond.journal.dir": "/j",
@@ -1022,6 +1049,10 @@ def _changed_value(spec: schema.ConfigKey) -> str:
         "retentiond.journal.maxSegmentAge": "60000",
         "retentiond.ship.target": "/fleet",
         "retentiond.ship.interval": "60000",
+        "retentiond.guard.unconsumed": "keep",
+        "retentiond.guard.timers": "keep",
+        "retentiond.guard.ignoreGroups": "[g1]",
+        "retentiond.guard.staleAfter": "1d",
     }.get(spec.key, "3")
 
 
@@ -1040,7 +1071,7 @@ _PAIRED_KEYS = frozenset(
 @pytest.mark.parametrize(
     "spec", [k for k in KEYS if k.key not in _PAIRED_KEYS], ids=lambda s: s.key
 )
-def test_every_key_changes_the_hash(write, spec: schema.ConfigKey) -> None:
+def test_every_key_changes_the_hash(write, spec: ConfigKey) -> None:
     base = load_yaml(write, "")
     parts = spec.key.split(".")
     text = ""
@@ -1081,7 +1112,7 @@ def test_local_zone_name_honours_tz(monkeypatch) -> None:
 def test_local_zone_name_without_tz_is_a_zone_or_none(monkeypatch) -> None:
     monkeypatch.delenv("TZ", raising=False)
     name = local_zone_name()
-    assert name is None or schema.is_zone_name(name)
+    assert name is None or is_zone_name(name)
 
 
 # --- never anything but Settings or ConfigError --------------------------------------------
@@ -1095,7 +1126,7 @@ _SCALARS = st.one_of(
     st.sampled_from(["04", "04;05", "/tmp", "/a,/b,", "~/x", "UTC", "85", "0.85", "true"]),
 )
 _KEYS = st.one_of(
-    st.sampled_from([spec.key for spec in KEYS] + sorted(schema.LEGACY_KEYS)),
+    st.sampled_from([spec.key for spec in KEYS] + sorted(LEGACY_KEYS)),
     st.text(max_size=20),
 )
 
@@ -1151,8 +1182,8 @@ def test_any_mapping_of_keys_loads_or_is_refused(fuzz_dir: Path, entries: dict) 
 
 
 def test_fraction_bounds_are_exact() -> None:
-    spec = schema.BY_KEY["diskSpaceCleanForciblyRatio"]
-    assert spec.coerce(0.85, schema.Format.YAML) == 0.85
-    assert spec.coerce("85", schema.Format.CONF) == 0.85
-    with pytest.raises(schema.Invalid):
-        spec.coerce(math.nextafter(0.85, 1), schema.Format.YAML)
+    spec = BY_KEY["diskSpaceCleanForciblyRatio"]
+    assert spec.coerce(0.85, Format.YAML) == 0.85
+    assert spec.coerce("85", Format.CONF) == 0.85
+    with pytest.raises(Invalid):
+        spec.coerce(math.nextafter(0.85, 1), Format.YAML)

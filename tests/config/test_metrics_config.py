@@ -7,10 +7,11 @@ from pathlib import Path
 
 import pytest
 
-from retentiond.config.loader import ConfigError, load_settings
 from retentiond.config.metrics import is_loopback, parse_listen, read_password
+from retentiond.config.problems import ConfigError
 from retentiond.config.settings import DEFAULT_METRICS_LISTEN
 from retentiond.daemon.reload import RESTART_KEYS
+from retentiond.kinds import load_settings
 from tests.helpers.tls import make_cert
 
 Write = Callable[[str, str], Path]

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from retentiond.config.loader import load_settings
 from retentiond.config.settings import Settings
 from retentiond.daemon.reload import ConfigWatcher, check_reload, describe_change
+from retentiond.kinds import load_settings
 from retentiond.storegen.rocketmq import PRESETS
 from tests.conftest import Store
 
@@ -66,6 +66,21 @@ def test_identity_keys_need_a_restart(config: Path, tmp_path: Path) -> None:
     result = check_reload(config, current, "SIGHUP")
     assert result.refused
     assert "brokerName" in result.problems[0] and "restart" in result.problems[0]
+
+
+def test_the_cluster_name_needs_a_restart(config: Path) -> None:
+    """``retentiond.cluster`` labels the journal and the metrics, as ``brokerClusterName``."""
+    current = load_settings(config)
+    text = config.read_text()
+    assert "retentiond:" in text
+    config.write_text(text.replace("retentiond:\n", "retentiond:\n  cluster: payments\n", 1))
+    assert load_settings(config).broker_cluster_name == "payments"
+    result = check_reload(config, current, "SIGHUP")
+    assert result.refused
+    assert result.problems[0].endswith(
+        "retentiond.cluster: (default) -> payments: this key cannot change while running; "
+        "restart the service to apply it"
+    )
 
 
 def test_a_loader_crash_is_a_refusal_not_a_crash(config: Path) -> None:

@@ -95,7 +95,9 @@ def test_a_new_clean_resource_interval_reschedules_the_round(settings: Settings)
     daemon = Daemon(Path("/etc/retentiond/broker-a.yaml"), settings, journal=None)
     daemon._start_scheduler()
     try:
-        faster = dataclasses.replace(settings, clean_resource_interval_ms=250)
+        faster = dataclasses.replace(
+            settings, store=dataclasses.replace(settings.store, clean_resource_interval_ms=250)
+        )
         daemon._apply(faster, settings)
         job = daemon.scheduler.get_job("round")
         assert job.trigger.interval.total_seconds() == 0.25

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from retentiond.daemon import control
 from tests.conftest import need
 
 UNITS = Path(__file__).resolve().parents[2] / "systemd"
@@ -91,3 +92,52 @@ def test_reload_and_stop_contract_of_the_service() -> None:
     assert settings["Restart"] == "on-failure"
     assert "/etc/retentiond/%i.yaml" in settings["ExecStart"]
     assert settings["RuntimeDirectory"] == "retentiond/%i"
+
+
+def test_clients_find_the_socket_of_the_unit_from_the_config_path() -> None:
+    """The unit's daemon puts its socket in ``$RUNTIME_DIRECTORY``; an operator's shell has no
+    such variable, and `status --config /etc/retentiond/broker-a.yaml` must still find it."""
+    text = (UNITS / "retentiond@.service").read_text()
+    settings = dict(
+        line.split("=", 1) for line in text.splitlines() if "=" in line and line[0] != "#"
+    )
+    instance = "broker-a"
+    runtime = "/run/" + settings["RuntimeDirectory"].replace("%i", instance)
+    config = Path(settings["ExecStart"].split("--config ", 1)[1].split()[0].replace("%i", instance))
+    daemon_side = control.default_socket_path(config, {"RUNTIME_DIRECTORY": runtime})
+    assert daemon_side == Path(runtime) / "control.sock"
+    assert daemon_side in control.client_socket_paths(config, None, {})
+
+
+def _settings(unit: str) -> dict[str, list[str]]:
+    out: dict[str, list[str]] = {}
+    for line in (UNITS / unit).read_text().splitlines():
+        if "=" in line and not line.startswith("#"):
+            key, value = line.split("=", 1)
+            out.setdefault(key, []).append(value)
+    return out
+
+
+def test_the_kafka_rescue_runs_once_before_the_broker() -> None:
+    """Enabled for a broker, the rescue is a oneshot ordered before the broker's unit and
+    wanted by it; a broker already up (exit 8: it holds the lock) is no failure."""
+    s = _settings("retentiond-kafka-rescue@.service")
+    assert s["Type"] == ["oneshot"]
+    assert "kafka@%i.service" in s["Before"][0].split()
+    assert s["WantedBy"] == ["kafka@%i.service"]
+    [exec_start] = s["ExecStart"]
+    assert " rescue --config /etc/retentiond/%i.properties $RESCUE_ARGS" in exec_start
+    assert s["SuccessExitStatus"] == ["8"]
+    assert "--target-ratio" in s["Environment"][0]
+    assert "--beyond-retention" not in s["Environment"][0]  # never by default
+
+
+def test_the_kafka_daemon_unit_beside_the_rocketmq_template() -> None:
+    s = _settings("retentiond-kafka@.service")
+    assert s["Type"] == ["notify"] and s["ExecReload"] == ["/bin/kill -HUP $MAINPID"]
+    assert "run --config /etc/retentiond/%i.properties" in s["ExecStart"][0]
+    assert s["User"] == ["kafka"] and s["After"][-1] == "kafka@%i.service"
+    runtime = "/run/" + s["RuntimeDirectory"][0].replace("%i", "broker-1")
+    config = Path("/etc/retentiond/broker-1.properties")
+    daemon_side = control.default_socket_path(config, {"RUNTIME_DIRECTORY": runtime})
+    assert daemon_side in control.client_socket_paths(config, None, {})

@@ -12,8 +12,11 @@ import contextlib
 import json
 import os
 import random
+import re
 import resource
 import socket
+import subprocess
+import sys
 import time
 import urllib.error
 import urllib.request
@@ -103,33 +106,40 @@ def test_endpoints_survive_hostile_clients(start_daemon: Callable[..., Running])
     time.sleep(1.0)  # let start-up allocations settle before the baseline
     rss_before, threads_before = _proc_status(d.proc.pid)
 
-    # --- control socket: 200 idle connections and 1,000 fuzzed payloads ------------------
+    # --- control socket: 200 idle connections from one process, 1,000 fuzzed payloads ----
     idle = []
-    for _ in range(200):
+    for _ in range(200):  # past its 16 this process is told "busy" at once; the daemon lives
         s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         s.connect(str(sock_path))
         idle.append(s)
+    for s in idle:
+        s.close()
     rng = random.Random(15)
     with concurrent.futures.ThreadPoolExecutor(16) as pool:
         list(pool.map(lambda i: _control(sock_path, _fuzzed(rng, i)), range(1000)))
-    for s in idle:
-        s.close()
 
-    def status_once(_: int) -> dict[str, object]:
-        return json.loads(_control(sock_path, b'{"command": "status"}\n', timeout=30.0))
-
-    # Past the deadline the idle ones are gone; 50 clients at once then all get an answer.
-    time.sleep(2.5)
-    with concurrent.futures.ThreadPoolExecutor(50) as pool:
-        results = list(pool.map(status_once, range(50)))
-    for reply in results:
-        assert reply.get("ok") is True or "busy" in str(reply.get("error")), reply
-    served = sum(1 for r in results if r.get("ok"))
-    print(f"50 concurrent status: {served} served, {50 - served} told busy")
-    assert served >= 1
+    # 200 idle connections from 20 processes, then 50 status requests from 50 processes at
+    # once: every one answered (the goal is within 2 s; the figure is printed, not asserted).
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "tests.helpers.control_clients",
+            str(sock_path),
+            *("--idle", "200", "--per-process", "10", "--status", "50"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=150,
+    )
+    assert out.returncode == 0, out.stderr
+    summary = json.loads(out.stdout)
+    print(f"200 idle, then 50 concurrent status: {summary}")
+    assert (summary["idle_opened"], summary["answered"], summary["ok"]) == (200, 50, 50), summary
     doc = d.status()
     assert doc["endpoints"]["control"]["up"] is True
     assert doc["endpoints"]["control"]["errors"].get("bad_request", 0) > 0
+    assert doc["endpoints"]["control"]["errors"].get("busy", 0) > 0
     assert "control   up; failed clients: " in d.cli("status").out
 
     # --- /metrics: 1,000 idle TCP connections, then 100 slow-loris clients --------------
@@ -169,8 +179,9 @@ def test_endpoints_survive_hostile_clients(start_daemon: Callable[..., Running])
 
     # --- no leak --------------------------------------------------------------------------
     body = urllib.request.urlopen(url, timeout=5).read().decode()
-    assert 'retentiond_endpoint_up{endpoint="control"} 1.0' in body
-    assert 'retentiond_endpoint_up{endpoint="metrics"} 1.0' in body
+    for endpoint in ("control", "metrics"):
+        assert re.search(rf'^retentiond_endpoint_up{{[^}}]*endpoint="{endpoint}"[^}}]*}} 1\.0$',
+                         body, re.MULTILINE), endpoint  # fmt: skip
     assert "retentiond_endpoint_client_errors_total" in body
     time.sleep(1.0)
     rss_after, threads_after = _proc_status(d.proc.pid)

@@ -240,6 +240,8 @@ def assert_loadable(log_dir: Path, plan: dict[str, Any]) -> None:
         # no orphan index, no snapshot below the log start, nothing half-written
         for f in pdir.iterdir():
             stem, _, suffix = f.name.partition(".")
+            if f.name == "partition.metadata":
+                continue  # the topic id Kafka writes beside the segments
             if f.name == "leader-epoch-checkpoint":
                 epochs = leader_epochs(pdir)  # truncated from the start: none below the LSO
                 assert epochs and epochs[0][1] >= lso, (pdir, epochs)

@@ -13,7 +13,7 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
-from tests.conftest import Daemon, spawn_run
+from tests.conftest import Daemon, run_cli, spawn_run
 from tests.e2e.test_kafka_cli import broker_holding, build_log_dir, tree, write_config
 
 DASHBOARD = Path(__file__).resolve().parents[2] / "config" / "grafana" / "retentiond.json"
@@ -125,3 +125,39 @@ def test_daemon_plan_only_while_the_broker_runs_then_deletes(tmp_path: Path) -> 
         assert code == 0
     finally:
         daemon.kill()
+
+
+def test_retentiond_cluster_names_the_cluster_everywhere(tmp_path: Path) -> None:
+    """``retentiond.cluster`` replaces the cluster-id of ``meta.properties``: the ``cluster``
+    label of every series, the journal's records, ``status`` and the shipped layout."""
+    log_dir = tmp_path / "kafka-logs"
+    build_log_dir(log_dir, int(time.time() * 1000))  # meta.properties: kafkawire-test
+    config = write_config(tmp_path, [log_dir], **{"retentiond.cluster": "payments"})
+    log = tmp_path / "daemon.log"
+    daemon = Daemon(spawn_run(config, log), config, None, tmp_path / "journal", log)  # type: ignore[arg-type]
+    try:
+        daemon.wait_until("deletions", lambda: len(daemon.records("deletion")) == 12)
+        records = daemon.records()
+        assert records and {r["cluster"] for r in records} == {"payments"}
+        assert daemon.status()["cluster"] == "payments"
+        samples = [
+            line
+            for line in metrics_text(daemon).splitlines()
+            if line.startswith("retentiond_") and "{" in line
+        ]
+        assert samples
+        assert all('cluster="payments"' in line for line in samples), [
+            line for line in samples if 'cluster="payments"' not in line
+        ]
+        assert "kafkawire-test" not in metrics_text(daemon)
+        code, _ = daemon.terminate()
+        assert code == 0
+    finally:
+        daemon.kill()
+    target = tmp_path / "fleet"
+    target.mkdir()
+    shipped = run_cli("ship", "--config", str(config), "--flush", "--target", str(target))
+    assert shipped.code == 0, shipped.err
+    leaves = {p.parent.name for p in target.rglob("*.jsonl.gz")}
+    parents = {p.parent.parent.name for p in target.rglob("*.jsonl.gz")}
+    assert leaves == {"broker=kafka-3"} and parents == {"cluster=payments"}

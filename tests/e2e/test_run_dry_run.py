@@ -39,6 +39,9 @@ def test_run_dry_run_deletes_nothing_and_status_says_so(tmp_path: Path, short_di
     d = Daemon(proc, store.config, store.generated, store.journal, log)
     try:
         d.wait_until("the control socket", lambda: d.cli("status").code == 0)
+        # The flag is this run's, not the file's: a client reading the file sees the daemon's
+        # settings as the file states them, so no "a reload was refused" warning.
+        assert "warning" not in d.cli("status").err
         d.wait_until("two rounds", lambda: d.status()["rounds"]["count"] >= 2)
         status = d.status()
         assert status["dry_run"] is True
@@ -58,6 +61,7 @@ def test_run_dry_run_deletes_nothing_and_status_says_so(tmp_path: Path, short_di
         status = d.status()
         assert status["dry_run"] is True
         assert status["rounds"]["last"]["dry_run"] is True
+        assert "warning" not in d.cli("status").err
 
         code, _ = d.terminate()
         assert code == 0

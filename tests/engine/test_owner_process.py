@@ -1,5 +1,5 @@
 """The broker beside us, with real processes: a stand-in broker takes the store lock, maps
-files, opens descriptors and lowers its own RLIMIT_NOFILE; what ``engine.owner`` reports must
+files, opens descriptors and lowers its own RLIMIT_NOFILE; what ``engine.proc.owner`` reports must
 be exactly that. Plus a fixture /proc tree read through psutil's PROCFS_PATH (a host /proc
 mounted elsewhere: another PID namespace), and the start-up warning about processes that
 cannot be looked into, from a daemon without capabilities."""
@@ -19,11 +19,16 @@ import psutil
 import pytest
 from structlog.testing import capture_logs
 
-from retentiond.engine.holders import LockOwner, find_owner
-from retentiond.engine.inuse import InUse
-from retentiond.engine.owner import OwnerWatch, count_maps, read_owner, recognise
+from retentiond.engine.proc.files import LockOwner, find_owner
+from retentiond.engine.proc.inuse import InUse
+from retentiond.engine.proc.owner import OwnerWatch, count_maps, read_owner, recognise
+from retentiond.kinds.kafka.kind import Kafka
+from retentiond.kinds.rocketmq.kind import RocketMQ
 from tests.conftest import need
 from tests.helpers.broker_proc import FakeBroker
+
+# Both kinds' brokers, as the kinds declare them.
+BROKERS = (*RocketMQ.brokers, *Kafka.brokers)
 
 MAX_MAP_COUNT = int(Path("/proc/sys/vm/max_map_count").read_text())
 
@@ -39,13 +44,13 @@ def store(tmp_path: Path) -> Path:
 
 
 def watch_once(store: Path) -> tuple[OwnerWatch, object]:
-    watch = OwnerWatch()
+    watch = OwnerWatch(brokers=BROKERS)
     return watch, watch.refresh(find_owner(str(store / "lock")))
 
 
 def test_a_broker_holding_the_lock_shows_its_maps_descriptors_and_limit(store: Path) -> None:
     with FakeBroker(store / "lock") as broker:
-        watch = OwnerWatch()
+        watch = OwnerWatch(brokers=BROKERS)
         owner = find_owner(str(store / "lock"))
         assert owner.pids == {broker.pid}
         before = watch.refresh(owner).process
@@ -86,7 +91,7 @@ def test_kafka_is_recognised_and_anything_else_warned_about_once(store: Path) ->
         assert report.process.main_class == "kafka.Kafka"  # type: ignore[attr-defined]
         assert report.process.pid == kafka.pid  # type: ignore[attr-defined]
     with FakeBroker(store / "lock", ("--not-a-broker",)) as other:
-        watch = OwnerWatch()
+        watch = OwnerWatch(brokers=BROKERS)
         with capture_logs() as logs:
             for _ in range(3):
                 report = watch.refresh(find_owner(str(store / "lock")))
@@ -100,24 +105,26 @@ def test_kafka_is_recognised_and_anything_else_warned_about_once(store: Path) ->
 def test_no_owner_means_no_figures(store: Path, tmp_path: Path) -> None:
     _, report = watch_once(store)  # the lock file exists, nobody holds it
     assert report.running is False and report.process is None  # type: ignore[attr-defined]
-    report = OwnerWatch().refresh(find_owner(str(tmp_path / "no-such-lock")))
+    report = OwnerWatch(brokers=BROKERS).refresh(find_owner(str(tmp_path / "no-such-lock")))
     assert report.running is False and report.process is None
     assert report.vm_max_map_count == MAX_MAP_COUNT
     # A holder from another PID namespace: running, but no pid to describe.
-    report = OwnerWatch().refresh(LockOwner(True, frozenset()))
+    report = OwnerWatch(brokers=BROKERS).refresh(LockOwner(True, frozenset()))
     assert report.running is True and report.process is None
 
 
 def test_main_classes() -> None:
-    assert recognise(["java", "-cp", "a:b", "org.apache.rocketmq.broker.BrokerStartup"]) == (
-        "rocketmq", "org.apache.rocketmq.broker.BrokerStartup"
+    rocketmq = ["java", "-cp", "a:b", "org.apache.rocketmq.broker.BrokerStartup"]
+    assert recognise(rocketmq, BROKERS) == ("rocketmq", rocketmq[-1])
+    container = ["java", "org.apache.rocketmq.container.BrokerContainerStartup"]
+    assert recognise(container, BROKERS)[0] == "rocketmq"
+    assert recognise(["java", "kafka.Kafka", "server.properties"], BROKERS) == (
+        "kafka", "kafka.Kafka"
     )  # fmt: skip
-    assert recognise(["java", "org.apache.rocketmq.container.BrokerContainerStartup"])[0] == (
-        "rocketmq"
-    )
-    assert recognise(["java", "kafka.Kafka", "server.properties"]) == ("kafka", "kafka.Kafka")
-    assert recognise(["java", "-Dx=BrokerStartup.log", "Main"]) == ("other", None)
-    assert recognise([]) == ("other", None)
+    assert recognise(["java", "-Dx=BrokerStartup.log", "Main"], BROKERS) == ("other", None)
+    assert recognise([], BROKERS) == ("other", None)
+    # Only the brokers a kind declares are recognised.
+    assert recognise(rocketmq, Kafka.brokers) == ("other", None)
 
 
 def _fixture_process(root: Path, pid: int) -> None:
@@ -147,7 +154,7 @@ def test_a_fixture_proc_root_is_read_through_psutil_procfs_path(tmp_path: Path) 
     pid = 4_000_000  # beyond any pid_max: certainly not a process of ours
     _fixture_process(root, pid)
     before = psutil.PROCFS_PATH
-    figures = read_owner(pid, str(root))
+    figures = read_owner(pid, str(root), BROKERS)
     assert before == psutil.PROCFS_PATH  # put back for everyone else
     assert figures is not None
     assert (figures.name, figures.type, figures.user) == ("java", "rocketmq", "root")
@@ -156,7 +163,7 @@ def test_a_fixture_proc_root_is_read_through_psutil_procfs_path(tmp_path: Path) 
     assert figures.max_fds == 65535  # from <root>/<pid>/limits, not prlimit(4000000)
     assert figures.rss_bytes == 300 * os.sysconf("SC_PAGE_SIZE")
     assert figures.start_time_s == pytest.approx(1700000123.0)
-    report = OwnerWatch(str(root)).refresh(LockOwner(True, frozenset({pid})))
+    report = OwnerWatch(str(root), BROKERS).refresh(LockOwner(True, frozenset({pid})))
     assert report.vm_max_map_count == 262144 and report.process == figures
     # Gone between the lock lookup and the reading: no figures, no exception.
     shutil.rmtree(root / str(pid))
@@ -173,9 +180,10 @@ def test_a_broker_we_may_not_look_into_still_shows_what_is_world_readable(
     need(shutil.which("setpriv") is not None, "setpriv (util-linux) is needed")
     script = (
         "import json, sys\n"
-        "from retentiond.engine.holders import find_owner\n"
-        "from retentiond.engine.owner import OwnerWatch\n"
-        "r = OwnerWatch().refresh(find_owner(sys.argv[1]))\n"
+        "from retentiond.engine.proc.files import find_owner\n"
+        "from retentiond.engine.proc.owner import OwnerWatch\n"
+        "from retentiond.kinds.rocketmq.kind import RocketMQ\n"
+        "r = OwnerWatch(brokers=RocketMQ.brokers).refresh(find_owner(sys.argv[1]))\n"
         "print(json.dumps(r.process.as_dict()))\n"
     )
     with FakeBroker(store / "lock") as broker:
@@ -209,7 +217,7 @@ def test_unreadable_processes_are_named_once_in_a_warning(tmp_path: Path) -> Non
     script = (
         "import sys\n"
         "from retentiond.observe.logging import configure\n"
-        "from retentiond.engine.inuse import InUse\n"
+        "from retentiond.engine.proc.inuse import InUse\n"
         "configure(json=True)\n"
         "u = InUse(sys.argv[3])\n"
         "for _ in range(3):\n"

@@ -1,4 +1,4 @@
-"""Idle rounds folded into ``round_summary`` records (``engine/rollup.py``), on a real store,
+"""Idle rounds folded into ``round_summary`` records (``journal/rollup.py``), on a real store,
 the real RocketMQ kind and the real journal, with a clock the test moves."""
 
 from __future__ import annotations

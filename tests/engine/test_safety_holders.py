@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from retentiond.engine.cleaner import Cleaner
-from retentiond.engine.holders import (
+from retentiond.engine.proc.files import (
     build_holder_map,
     find_owner,
     parse_lock_line,
@@ -160,7 +160,12 @@ def test_the_hung_file_job_retries_the_first_commitlog_file(tmp_path: Path) -> N
     # shut down, unavailable): once released the retry deletes it.
     not_now = f"{(time.gmtime().tm_hour + 12) % 24:02d}"
     cleaner.reconfigure(
-        replace(cleaner.settings, delete_when=not_now, delete_hours=(int(not_now),))
+        replace(
+            cleaner.settings,
+            store=replace(
+                cleaner.settings.store, delete_when=not_now, delete_hours=(int(not_now),)
+            ),
+        )
     )
     proc.refresh()
     outcome = cleaner.redelete_hanged()
@@ -281,7 +286,7 @@ def test_an_unreadable_process_makes_held_files_wait(tmp_path: Path) -> None:
         "import json, sys\n"
         "from retentiond.observe.logging import configure\n"
         "from retentiond.engine.cleaner import Cleaner\n"
-        "from retentiond.config.loader import load_settings\n"
+        "from retentiond.kinds import load_settings\n"
         "from retentiond.journal.writer import Journal, Origin\n"
         "from retentiond.kinds import kind_for\n"
         "configure(json=True)\n"

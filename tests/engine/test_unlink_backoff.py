@@ -28,11 +28,10 @@ from typing import Any
 
 import pytest
 
-from retentiond.config.loader import load_settings
 from retentiond.engine.cleaner import Cleaner
 from retentiond.engine.refused import BACKOFF_BASE_MS, backoff_ms
 from retentiond.journal.writer import Journal, Origin, read_records
-from retentiond.kinds import kind_for
+from retentiond.kinds import kind_for, load_settings
 from retentiond.reasons import Reason, Verdict
 from retentiond.storegen.rocketmq import GeneratedStore, generate_store, write_config
 from tests.conftest import ALL_HOURS, chattr, expired_spec, run_cli

@@ -7,9 +7,11 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from retentiond.config import schema
-from retentiond.config.loader import ConfigError, load_settings
+from retentiond.config.problems import ConfigError
 from retentiond.config.settings import Settings
+from retentiond.kinds import load_settings
+from retentiond.kinds.rocketmq.config import KEYS as ROCKETMQ_KEYS
+from retentiond.kinds.rocketmq.config import LEGACY_KEYS
 from tests.fuzz.conftest import FUZZ, scratch_dir
 
 _DIR = scratch_dir("rd-fuzz-config-")
@@ -18,8 +20,8 @@ _DIR = scratch_dir("rd-fuzz-config-")
 (_DIR / "store" / "checkpoint").write_bytes(bytes(4096))
 # Pools drawn by index: flat integer draws keep 10,000 cases fast; free text covers the rest.
 KEYS = (
-    [spec.key for spec in schema.KEYS]
-    + sorted(schema.LEGACY_KEYS)
+    [spec.key for spec in ROCKETMQ_KEYS]
+    + sorted(LEGACY_KEYS)
     + [
         "fileReservedTim",
         "FileReservedTime",

@@ -10,7 +10,7 @@ import os
 from hypothesis import given
 from hypothesis import strategies as st
 
-from retentiond.engine.holders import parse_lock_line, parse_maps_line
+from retentiond.engine.proc.files import parse_lock_line, parse_maps_line
 from retentiond.kinds.rocketmq.formats import CQ_UNIT
 from retentiond.kinds.rocketmq.names import (
     MAX_OFFSET,

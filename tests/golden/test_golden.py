@@ -25,7 +25,8 @@ from typing import Any
 
 import pytest
 
-from retentiond.config.loader import load_settings
+from retentiond.config.zones import local_zone_name
+from retentiond.kinds import load_settings
 from tests.conftest import Tmpfs
 from tests.helpers.cli import CliResult, run_cli
 from tests.helpers.daemons import Daemon, spawn_run
@@ -51,6 +52,9 @@ VARYING_KEYS = (
     "started_ms",
     "last_scan_ms",
     "next_ms",
+    "expires_ms",  # plans: mtime (or largest timestamp) + retention
+    "next_window_ms",  # plans: the next delete hour, from the clock
+    "next_delete_window_ms",
     "read_at_s",
     "read_ms",
     "hour",  # the local hour of the round
@@ -77,11 +81,14 @@ _NUMBER = r"-?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?"
 _ISO = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?(?:Z|[+-]\d\d:?\d\d)?")
 _EPOCH_MS = re.compile(r"\b1[5-9]\d{11}\b")  # a millisecond timestamp (2017..2033)
 _AGE = re.compile(r"\bage -?\d+ ms\b")
-# a human age in a text table (engine.units.human_age)
+# a human age in a text table (text.units.human_age)
 _AGE_CELL = re.compile(r"(?<= )-?\d+(?:d\d\dh|h\d\dm|m\d\ds)(?= )")
 _CONFIG_TEXT = re.compile(r"\bconfig [0-9a-f]{12}\b")
 _ROUND_TIME = re.compile(r"\bround done in \d+(?:\.\d+)?s\b")
 _HOUR_TEXT = re.compile(r"\(hour \d+\)")
+# a time in a plan's zone (text.units.human_time), and an age after "age" in a text
+_DATE_TEXT = re.compile(r"\b\d{4}-\d\d-\d\d \d\d:\d\d [A-Za-z0-9+-]+")
+_AGE_WORD = re.compile(r"\bage -?\d+(?:d\d\dh|h\d\dm|m\d\ds)\b")
 _INDEX_NAME = re.compile(r"(?<=/index/)\d{17}\b")  # yyyyMMddHHmmssSSS of its creation
 _HEX_ID = re.compile(r'("id":\s*)"([0-9a-f]{32})"')
 
@@ -97,13 +104,16 @@ def normalise(
     3. record ids (uuid hex) by ``<id-N>``, numbered in order of first appearance, so that an
        intent and its outcome still visibly share one; likewise the names of RocketMQ index
        files (their creation time, ``yyyyMMddHHmmssSSS``) by ``<index-N>``;
-    4. ISO times by ``<iso>``, millisecond timestamps inside texts by ``<ts>``, and
-       ``age N ms`` inside texts by ``age <age> ms``;
+    4. the machine's zone where a plan names it (``"timezone"``, ``timezone X``) by
+       ``<local-zone>``; ISO times by ``<iso>``, millisecond timestamps inside texts by
+       ``<ts>``, and ``age N ms`` inside texts by ``age <age> ms``;
     5. with ``table`` (the text output of ``plan`` and ``once``): the ages of the file tables
-       (``4d01h``) by ``<age>``, the round's duration (``round done in <s>s``), the local
-       hour (``(hour <hour>)``), the config hash (``config <config_hash>``), and every run of
-       two or more spaces after a word by two spaces (indentation is kept): the columns are
-       padded to the widest cell, and the widest path is a temporary one.
+       (``4d01h``) and after ``age`` by ``<age>``, the dates in the plan's zone
+       (``2026-01-02 04:00 UTC``) by ``<date>``, the round's duration
+       (``round done in <s>s``), the local hour (``(hour <hour>)``), the config hash
+       (``config <config_hash>``), and every run of two or more spaces after a word by two
+       spaces (indentation is kept): the columns are padded to the widest cell, and the
+       widest path is a temporary one.
     """
     for path, placeholder in sorted(paths.items(), key=lambda kv: -len(str(kv[0]))):
         text = text.replace(str(path), placeholder)
@@ -122,11 +132,17 @@ def normalise(
     text = _INDEX_NAME.sub(
         lambda m: names_seen.setdefault(m.group(0), f"<index-{len(names_seen) + 1}>"), text
     )
+    zone = local_zone_name()  # the machine's zone, which a plan names
+    if zone:
+        text = text.replace(f'"timezone": "{zone}"', '"timezone": "<local-zone>"')
+        text = text.replace(f"timezone {zone} ", "timezone <local-zone> ")
     text = _ISO.sub("<iso>", text)
     text = _EPOCH_MS.sub("<ts>", text)
     text = _AGE.sub("age <age> ms", text)
     if table:
         text = _AGE_CELL.sub("<age>", text)
+        text = _DATE_TEXT.sub("<date>", text)
+        text = _AGE_WORD.sub("age <age>", text)
         text = _ROUND_TIME.sub("round done in <s>s", text)
         text = _HOUR_TEXT.sub("(hour <hour>)", text)
         text = _CONFIG_TEXT.sub("config <config_hash>", text)

@@ -16,11 +16,10 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any
 
-from retentiond.config.loader import load_settings
 from retentiond.config.settings import Settings
 from retentiond.engine.cleaner import Cleaner
 from retentiond.journal.writer import Journal, Origin, read_records
-from retentiond.kinds import kind_for
+from retentiond.kinds import kind_for, load_settings
 from retentiond.storegen.rocketmq import GeneratedStore, StoreSpec, generate_store, write_config
 
 ALL_HOURS = ";".join(f"{h:02d}" for h in range(24))

@@ -12,6 +12,7 @@ import pytest
 
 from retentiond.journal import writer as jr
 from retentiond.journal.writer import Journal, Origin, ReadStats, read_records
+from retentiond.reasons import SCHEMA_VERSION
 
 ORIGIN = Origin("cluster-1", "broker-a", "host-1", "/store")
 
@@ -39,9 +40,9 @@ def test_records_are_stamped_with_origin_schema_and_time(tmp_path: Path) -> None
     j.append({"type": "round", "time_ms": 5})
     got = list(read_records(tmp_path))
     assert got == [
-        {"type": "abort", "id": "x", "time_ms": clock.now, "schema_version": 2,
+        {"type": "abort", "id": "x", "time_ms": clock.now, "schema_version": SCHEMA_VERSION,
          "cluster": "cluster-1", "broker": "broker-a", "host": "host-1", "store": "/store"},
-        {"type": "round", "time_ms": 5, "schema_version": 2,
+        {"type": "round", "time_ms": 5, "schema_version": SCHEMA_VERSION,
          "cluster": "cluster-1", "broker": "broker-a", "host": "host-1", "store": "/store"},
     ]  # fmt: skip
 

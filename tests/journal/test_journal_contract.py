@@ -12,10 +12,9 @@ from typing import Any
 
 import pytest
 
-from retentiond.config.loader import load_settings
 from retentiond.engine.cleaner import Cleaner
 from retentiond.journal.writer import Journal, Origin, read_records
-from retentiond.kinds import kind_for
+from retentiond.kinds import kind_for, load_settings
 from retentiond.reasons import DELETE_REASONS
 from retentiond.storegen.rocketmq import StoreSpec, generate_store, write_config
 

@@ -195,8 +195,8 @@ def test_store_figures_after_a_round_match_the_disk(rig) -> None:
     r = rig(fileReservedTime=72, deleteFileBatchMax=10)
     r.round()
     now = time.time()
-    commitlog = sorted(p for d in r.settings.store_path_commitlog for p in d.iterdir())
-    index = list(r.settings.index_dir.iterdir())
+    commitlog = sorted(p for d in r.settings.store.store_path_commitlog for p in d.iterdir())
+    index = list(r.settings.store.index_dir.iterdir())
     queues = _cq_files_on_disk(r.store.root)
 
     assert r.value("retentiond_files", kind="commitlog") == len(commitlog)
@@ -253,8 +253,8 @@ def test_expired_pending_equals_status_and_falls_with_deletions(rig) -> None:
 
 def test_disk_ratio_is_rocketmq_arithmetic_at_scrape_time(rig) -> None:
     r = rig()
-    paths = [str(p) for p in r.settings.store_path_commitlog]
-    cq = str(r.settings.consumequeue_dir)
+    paths = [str(p) for p in r.settings.store.store_path_commitlog]
+    cq = str(r.settings.store.consumequeue_dir)
     before = {p: rocketmq_ratio(p) for p in [*paths, cq]}
     got = {p: r.value("retentiond_disk_used_ratio", kind="commitlog", path=p) for p in paths} | {
         cq: r.value("retentiond_disk_used_ratio", kind="consumequeue", path=cq)
@@ -275,7 +275,7 @@ def test_disk_ratio_is_rocketmq_arithmetic_at_scrape_time(rig) -> None:
 
 def test_a_path_that_cannot_be_measured_has_no_ratio_and_state_unknown(rig) -> None:
     r = rig()
-    cl = r.settings.store_path_commitlog[0]
+    cl = r.settings.store.store_path_commitlog[0]
     cl.rename(cl.with_name("moved"))
     assert r.value("retentiond_disk_used_ratio", kind="commitlog", path=str(cl)) is None
     assert r.value("retentiond_disk_state", state="unknown") == 1
@@ -316,7 +316,7 @@ def test_a_round_that_cannot_read_the_store_is_no_success(rig, monkeypatch) -> N
     monkeypatch.setattr(r.metrics, "clock_s", lambda: clock[0])
     r.round()
     assert r.value("retentiond_last_round_success_timestamp_seconds", cleaner="commitlog") == 1000
-    cl = r.settings.store_path_commitlog[0]
+    cl = r.settings.store.store_path_commitlog[0]
     cl.rename(cl.with_name("moved"))
     clock[0] = 2000.0
     result = r.round()

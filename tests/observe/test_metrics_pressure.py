@@ -48,7 +48,7 @@ def test_forced_deletions_and_the_disk_state_under_pressure(tmpfs: Tmpfs, tmp_pa
         return registry.get_sample_value(name, {"cluster": "c", "broker": "b", **labels})
 
     expected = rocketmq_ratio(tmpfs.path)
-    path = str(settings.store_path_commitlog[0])
+    path = str(settings.store.store_path_commitlog[0])
     assert value("retentiond_disk_used_ratio", kind="commitlog", path=path) == expected
     assert value("retentiond_disk_state", state="clean_forcibly") == 1
 

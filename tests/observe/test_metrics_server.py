@@ -65,6 +65,33 @@ def test_plain_http_on_loopback(serve) -> None:
     assert "retentiond_test_value 42.0" in body
 
 
+def test_the_root_is_a_landing_page_and_any_other_path_is_404(serve) -> None:
+    srv = serve()
+    root = srv.url.removesuffix("/metrics")
+    status, headers, body = get(root + "/")
+    assert status == 200 and headers["Content-Type"].startswith("text/html")
+    assert '<a href="/metrics">' in body and "retentiond_test_value" not in body
+    assert get(root + "/metrics?name[]=retentiond_test_value")[0] == 200
+    for path in ("/metric", "/metrics/", "/metrics/x", "/favicon.ico", "/index.html"):
+        status, _, body = get(root + path)
+        assert status == 404, path
+        assert "retentiond_test_value" not in body, path
+    request = urllib.request.Request(root + "/", method="HEAD")
+    with urllib.request.urlopen(request, timeout=5) as response:
+        assert response.status == 200 and response.read() == b""
+
+
+def test_the_landing_page_and_404_are_behind_basic_auth_too(serve, tmp_path: Path) -> None:
+    secret = tmp_path / "pw"
+    secret.write_text("s3cret")
+    secret.chmod(0o600)
+    srv = serve(password=PasswordFile("prom", secret))
+    root = srv.url.removesuffix("/metrics")
+    assert get(root + "/")[0] == 401 and get(root + "/nope")[0] == 401
+    assert get(root + "/", auth=("prom", "s3cret"))[0] == 200
+    assert get(root + "/nope", auth=("prom", "s3cret"))[0] == 404
+
+
 def test_ipv6_loopback(serve) -> None:
     try:
         socket.socket(socket.AF_INET6).bind(("::1", 0))

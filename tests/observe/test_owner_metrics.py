@@ -23,9 +23,8 @@ import pytest
 from prometheus_client import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
-from retentiond.config.loader import load_settings
 from retentiond.engine.cleaner import Cleaner
-from retentiond.kinds import kind_for
+from retentiond.kinds import kind_for, load_settings
 from retentiond.observe.metrics import RetentionMetrics
 from retentiond.storegen.rocketmq import StoreSpec, generate_store, write_config
 from tests.helpers.broker_proc import FakeBroker
@@ -149,7 +148,7 @@ def test_owner_figures_on_metrics_and_in_status(tmp_path: Path, short_dir: Path)
     assert one(first, "retentiond_owner_open_fds") == fds >= 25
     assert one(first, "retentiond_owner_max_fds") == 5000
     max_map_count = int(Path("/proc/sys/vm/max_map_count").read_text())
-    assert one(first, "retentiond_vm_max_map_count") == max_map_count
+    assert one(first, "retentiond_owner_max_memory_maps") == max_map_count
     assert one(first, "retentiond_owner_resident_memory_bytes") > 1 << 20
     assert abs(one(first, "retentiond_owner_start_time_seconds") - started) < 0.02
     # Read by the startup scan, not by the scrapes.

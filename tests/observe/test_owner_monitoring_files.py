@@ -31,7 +31,7 @@ def rules() -> dict[str, dict]:
 def test_the_owner_alerts_watch_maps_and_descriptors_at_85_percent_and_24_hours() -> None:
     r = rules()
     maps, fds, filling = (r[name]["expr"] for name in OWNER_ALERTS)
-    assert "retentiond_owner_memory_maps" in maps and "retentiond_vm_max_map_count" in maps
+    assert "retentiond_owner_memory_maps" in maps and "retentiond_owner_max_memory_maps" in maps
     assert maps.rstrip().endswith("> 0.85")
     assert "retentiond_owner_open_fds" in fds and "retentiond_owner_max_fds" in fds
     assert fds.rstrip().endswith("> 0.85")
@@ -59,7 +59,7 @@ def test_the_dashboard_has_a_broker_process_row() -> None:
     exprs = " ".join(t["expr"] for p in below for t in p.get("targets", []))
     for name in (
         "retentiond_owner_memory_maps",
-        "retentiond_vm_max_map_count",
+        "retentiond_owner_max_memory_maps",
         "retentiond_owner_open_fds",
         "retentiond_owner_max_fds",
         "retentiond_owner_resident_memory_bytes",

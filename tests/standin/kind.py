@@ -20,16 +20,16 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import ClassVar
 
-from retentiond.config.settings import Settings
+from retentiond.config.settings import Settings, StoreSection
 from retentiond.engine.decision import Decision
 from retentiond.engine.disk import measure_path
 from retentiond.engine.execute import open_dir_below
 from retentiond.engine.figures import DiskFigures, KindStats, StoreStats
 from retentiond.engine.holds import HeldFile
 from retentiond.engine.identity import FileIdentity, identity_of
-from retentiond.engine.kind import Cadence, RoundServices, StatusDoc, StoreKind
-from retentiond.engine.rollup import IdleView
+from retentiond.engine.kind import BrokerMain, Cadence, RoundServices, StatusDoc, StoreKind
 from retentiond.engine.runs import Run
+from retentiond.journal.rollup import IdleView
 from retentiond.reasons import (
     SCHEMA_VERSION,
     AnyReason,
@@ -50,6 +50,40 @@ HOLD_INTERVAL_MS = 120_000
 class StandInConfig:
     directory: str
     max_age_ms: int
+
+
+@dataclass(frozen=True)
+class StandInSection:
+    """The stand-in's section of the settings (``config.settings.StoreSection``)."""
+
+    directory: str
+    broker_name: str = "standin"
+    broker_cluster_name: str = "standin"
+    round_interval_ms: int = 10_000
+    retry_interval_ms: int = 120_000
+
+    @property
+    def kind_name(self) -> str:
+        return "standin"
+
+    @property
+    def store_dirs(self) -> tuple[str, ...]:
+        return (self.directory,)
+
+    @property
+    def restart_keys(self) -> frozenset[str]:
+        return frozenset({"directory"})
+
+    def as_dict(self) -> dict[str, object]:
+        return {
+            "kind": self.kind_name,
+            "directory": self.directory,
+            "broker_name": self.broker_name,
+            "broker_cluster_name": self.broker_cluster_name,
+        }
+
+    def key_values(self) -> dict[str, object]:
+        return {"directory": self.directory, "roundInterval": self.round_interval_ms}
 
 
 @dataclass(frozen=True)
@@ -142,13 +176,14 @@ class StandIn(StandInVoice):
     file_kinds: tuple[FileKind, ...] = (NUMBERED,)
     phases: tuple[str, ...] = (PHASE,)
     deletion_series = ((NUMBERED, TOO_OLD),)
+    brokers: tuple[BrokerMain, ...] = ()  # no broker process of its own
 
-    def __init__(self, settings: Settings, config: StandInConfig) -> None:
+    def __init__(self, settings: Settings[StoreSection], config: StandInConfig) -> None:
         self.settings = settings
         self.config = config
         self.rounds_planned = 0  # its round memory
 
-    def reconfigure(self, settings: Settings) -> None:
+    def reconfigure(self, settings: Settings[StoreSection]) -> None:
         self.settings = settings
 
     # ---- where its files are ------------------------------------------------------------
@@ -247,27 +282,27 @@ class StandIn(StandInVoice):
         stats = KindStats(len(left), sum(i.size for i in left), oldest, plan.now_ms)
         return StoreStats({NUMBERED: stats})
 
-    def disk_figures(self, settings: Settings, now_ms: int) -> DiskFigures:
+    def disk_figures(self, settings: Settings[StoreSection], now_ms: int) -> DiskFigures:
         return DiskFigures(((PHASE, measure_path(self.config.directory)),))
 
     def phases_succeeded(self, plan: StandInPlan) -> tuple[str, ...]:
         return () if plan.errors else self.phases
 
-    def cadence(self, settings: Settings) -> Cadence:
-        return Cadence(
-            settings.clean_resource_interval_ms, settings.redelete_hanged_file_interval_ms
-        )
+    def cadence(self, settings: Settings[StoreSection]) -> Cadence:
+        return Cadence(settings.round_interval_ms, settings.retry_interval_ms)
 
-    def status_settings(self, settings: Settings, scan: StatusDoc | None) -> dict[str, object]:
+    def status_settings(
+        self, settings: Settings[StoreSection], scan: StatusDoc | None
+    ) -> dict[str, object]:
         return {"delete_when": None, "disk": None}
 
     def log_fields(self, scan: StatusDoc, manual_rounds_left: int) -> dict[str, object]:
         return dict(scan)
 
-    def info_labels(self, settings: Settings) -> dict[str, str]:
+    def info_labels(self, settings: Settings[StoreSection]) -> dict[str, str]:
         return {"standin_max_age_ms": str(self.config.max_age_ms)}
 
-    def reserved_time_s(self, settings: Settings) -> float | None:
+    def reserved_time_s(self, settings: Settings[StoreSection]) -> float | None:
         return self.config.max_age_ms / 1000
 
     def plan_only_notes(self, plan: StandInPlan) -> list[str]:
@@ -291,6 +326,8 @@ class StandIn(StandInVoice):
         return {"forced": False, "max_age_ms": self.config.max_age_ms}
 
 
-def stand_in(settings: Settings, config: StandInConfig) -> StoreKind[StandInSnapshot, StandInPlan]:
+def stand_in(
+    settings: Settings[StoreSection], config: StandInConfig
+) -> StoreKind[StandInSnapshot, StandInPlan]:
     """The stand-in as the engine's protocol sees it (mypy checks it here)."""
     return StandIn(settings, config)

@@ -10,11 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from retentiond.config.settings import Settings
+from retentiond.config.settings import Settings, StoreSection
 from retentiond.daemon.state import DaemonState
 from retentiond.daemon.statustext import render, summary_line
 from retentiond.engine.cleaner import Cleaner
-from retentiond.engine.jsonstream import encode_decision
 from retentiond.journal.writer import Journal, Origin, read_records
 from retentiond.observe.metrics import RetentionMetrics
 from retentiond.reasons import (
@@ -26,7 +25,15 @@ from retentiond.reasons import (
     register_kind,
     register_reason,
 )
-from tests.standin.kind import NUMBERED, TOO_OLD, StandInConfig, StandInPlan, stand_in
+from retentiond.text.jsonstream import encode_decision
+from tests.standin.kind import (
+    NUMBERED,
+    TOO_OLD,
+    StandInConfig,
+    StandInPlan,
+    StandInSection,
+    stand_in,
+)
 
 NOW_MS = 1_709_510_400_000  # 2024-03-04T00:00:00Z
 HOUR_MS = 3_600_000
@@ -46,13 +53,9 @@ def _store(tmp_path: Path, ages_h: list[int]) -> Path:
     return directory
 
 
-def _settings(tmp_path: Path) -> Settings:
-    return Settings(
-        store_path_root_dir=tmp_path,
-        store_path_commitlog=(),
-        broker_name=BROKER,
-        broker_cluster_name=CLUSTER,
-    )
+def _settings(tmp_path: Path) -> Settings[StoreSection]:
+    section = StandInSection(str(tmp_path), broker_name=BROKER, broker_cluster_name=CLUSTER)
+    return Settings(store=section)
 
 
 def test_a_real_round_of_the_stand_in_kind(tmp_path: Path) -> None:

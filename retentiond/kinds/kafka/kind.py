@@ -1,34 +1,42 @@
 """Kafka log dirs behind the engine's interface (``engine.kind.StoreKind``). A sketch: the
 wiring into ``Settings``, ``kinds.kind_for``, the CLI and the daemon is the lead's.
 
-A round, per log dir: take ``.lock`` (held for the whole round, so the broker cannot start
-mid-deletion; held by another process → the dir is plan-only and its would-be deletions are
-``broker_running``), scan, read per-topic configs (the KRaft metadata log, else the overrides
-file), plan every partition with ``policy.plan_partition``, then for each partition: roll if
-everything goes, hand the ``.log`` prefix to ``Round.hold``/``Round.execute``, remove the
-companions of the ``.log`` files that really went, truncate the leader-epoch cache; finally
-rewrite ``log-start-offset-checkpoint`` and release the locks.
+A round, per log dir: check it is there and a Kafka log dir (missing, unmounted or unreadable:
+an error of that dir, nothing created in it, the other dirs go on), take ``.lock`` (held for
+the whole round, so the broker cannot start mid-deletion; held by another process → the dir is
+plan-only and its would-be deletions are ``broker_running``), scan, read per-topic configs (the
+KRaft metadata log, else the overrides file), plan every partition with
+``policy.plan_partition``, then for each partition: roll if everything goes, hand the ``.log``
+prefix to ``Round.hold``/``Round.execute``, remove the companions of the ``.log`` files that
+really went, truncate the leader-epoch cache; finally rewrite ``log-start-offset-checkpoint``
+and release the locks.
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from retentiond.config.kafka import broker_retention
-from retentiond.config.settings import Settings
+from retentiond.config.settings import Settings, StoreSection
 from retentiond.engine.decision import Decision
 from retentiond.engine.disk import measure_path
 from retentiond.engine.execute import open_dir_below
 from retentiond.engine.figures import DiskFigures, KindStats, StoreStats
 from retentiond.engine.holds import HeldFile
-from retentiond.engine.kind import Cadence, RoundServices, StatusDoc
-from retentiond.engine.rollup import IdleView
+from retentiond.engine.kind import BrokerMain, Cadence, RoundServices, StatusDoc
+from retentiond.engine.rescue import RescueReport, RescueRequest
 from retentiond.engine.runs import Run
+from retentiond.journal.rollup import IdleView
 from retentiond.kinds.kafka import formats as fm
-from retentiond.kinds.kafka.config import KafkaServerConfig, for_server
+from retentiond.kinds.kafka.config import (
+    DEFAULT_DISK_WARNING_RATIO,
+    KafkaServer,
+    broker_retention,
+    kafka_of,
+)
+from retentiond.kinds.kafka.leftovers import is_orphan, plan_leftover, remove_partition_dir
 from retentiond.kinds.kafka.metadata import METADATA_PARTITION_DIR, MetadataError, read_metadata
 from retentiond.kinds.kafka.offline import (
     LogDirLock,
@@ -39,10 +47,17 @@ from retentiond.kinds.kafka.offline import (
     write_log_start_checkpoint,
 )
 from retentiond.kinds.kafka.plan import KafkaPlan, LogDirPlan
-from retentiond.kinds.kafka.policy import PartitionPlan, TopicConfig, plan_partition
+from retentiond.kinds.kafka.policy import PartitionPlan, TopicConfig, keep_all, plan_partition
+from retentiond.kinds.kafka.report import render_plan
+from retentiond.kinds.kafka.rescue import LossOf, Selection, document, report_lines, select
 from retentiond.kinds.kafka.scan import LogDirSnapshot, scan_log_dir
+from retentiond.kinds.kafka.storecheck import log_dir_problem
 from retentiond.kinds.kafka.voice import KafkaVoice
-from retentiond.reasons import KAFKA_DELETE_REASONS, FileKind, Kind, Reason
+from retentiond.reasons import KAFKA_DELETE_REASONS, KAFKA_DIR_REASONS, FileKind, Kind, Reason
+from retentiond.text.units import zone_name
+
+DISK_WARNING_RATIO = DEFAULT_DISK_WARNING_RATIO  # retentiond.kafka.diskWarningRatio's default
+DISK_STATES = ("ok", "warning_level")  # RocketMQ's over_max_ratio and clean_forcibly: never
 
 
 @dataclass(frozen=True)
@@ -63,27 +78,48 @@ class KafkaSnapshot:
     metadata_source: str | None
     metadata_error: str | None
     errors: tuple[str, ...]
+    # the topics the metadata log knows, by name and by id (None: no readable metadata log,
+    # so no partition can be told an orphan)
+    topic_names: frozenset[str] | None = None
+    topic_ids: frozenset[bytes] | None = None
 
 
 class Kafka(KafkaVoice):
-    file_kinds: tuple[Kind, ...] = (Kind.KAFKA_SEGMENT,)
+    file_kinds: tuple[Kind, ...] = (Kind.KAFKA_SEGMENT, Kind.PARTITION_DIR)
     phases: tuple[str, ...] = (Kind.KAFKA_SEGMENT.value,)
-    deletion_series: tuple[tuple[Kind, Reason], ...] = tuple(
-        (Kind.KAFKA_SEGMENT, r) for r in sorted(KAFKA_DELETE_REASONS)
+    deletion_series: tuple[tuple[Kind, Reason], ...] = (
+        *((Kind.KAFKA_SEGMENT, r) for r in sorted(KAFKA_DELETE_REASONS)),
+        *((Kind.PARTITION_DIR, r) for r in sorted(KAFKA_DIR_REASONS)),
+    )
+    # Kafka's main class in ZooKeeper and KRaft mode alike.
+    brokers: tuple[BrokerMain, ...] = (
+        BrokerMain("kafka", "a Kafka broker (kafka.Kafka)", classes=frozenset({"kafka.Kafka"})),
     )
 
-    def __init__(self, settings: Settings, server: KafkaServerConfig) -> None:
+    def __init__(self, settings: Settings[KafkaServer], server: KafkaServer | None = None) -> None:
         self.settings = settings
-        self.server = server
-        self.locks = {d: LogDirLock(d) for d in server.log_dirs}
+        self.server = server if server is not None else settings.store
+        self.locks = {d: LogDirLock(d) for d in self.server.log_dirs}
         self.last_plan_only: list[str] = []
+        self.rescue_request: RescueRequest | None = None  # set for `retentiond rescue`
+        # consumer progress for rescue's order (None: unknown, by age alone): ``rescue.LossOf``
+        self.rescue_loss: LossOf | None = None
+        self._rescue_state: tuple[Selection | None, RescueRequest, bool, list[str]] | None = None
+        # the log dirs the last scan could not use (missing, unmounted, unreadable), and why
+        self.last_dir_errors: dict[str, str] = {}
 
-    def reconfigure(self, settings: Settings) -> None:
+    def reconfigure(self, settings: Settings[StoreSection]) -> None:
         """A reload: new retention values from the next round on. The log dirs cannot
         change while running (``log.dirs`` is a restart key), so the locks stay."""
-        self.settings = settings
-        if settings.kafka is not None:
-            self.server = for_server(settings.kafka)
+        self.settings = kafka_of(settings)
+        self.server = self.settings.store
+
+    @property
+    def disk_warning_ratio(self) -> float:
+        """The used ratio of a log dir's filesystem above which its disk is at the warning
+        level (``retentiond_disk_state{state="warning_level"}``):
+        ``retentiond.kafka.diskWarningRatio``."""
+        return self.server.disk_warning_ratio
 
     # ---- where its files are ------------------------------------------------------------
     def directories(self) -> tuple[str, ...]:
@@ -110,30 +146,50 @@ class Kafka(KafkaVoice):
         it for a long scan would make a broker starting meanwhile fail on the lock."""
         errors: list[str] = []
         dirs = []
+        self.last_dir_errors = {}
         for d in self.server.log_dirs:
+            # A dir missing, unmounted or unreadable is that dir's error, asked before its
+            # .lock is taken (which would create the file): nothing is created in it, and the
+            # other dirs are cleaned.
+            why = log_dir_problem(d)
+            if why is not None:
+                self.last_dir_errors[d] = why
+                errors.append(f"{d}: {why}")
+                continue
             try:
                 locked = self.locks[d].acquire()
                 if locked and not executes:
                     self.locks[d].release()
                 dirs.append((scan_log_dir(d), locked))
             except OSError as e:
+                self.last_dir_errors[d] = str(e)
                 errors.append(f"{d}: {e}")
         overrides: Mapping[str, Mapping[str, str]] | None = None
         layers: tuple[Mapping[str, str], ...] = ()
         source = error = None
+        names: frozenset[str] | None = None
+        ids: frozenset[bytes] | None = None
         meta_dir = os.path.join(self.server.metadata_dir, METADATA_PARTITION_DIR)
-        if os.path.isdir(meta_dir):
+        if self.server.metadata_dir in self.last_dir_errors:
+            # The metadata log's dir cannot be read: the topic configs are unknown, as for an
+            # unreadable metadata log (never "no KRaft metadata here").
+            error = f"{meta_dir}: the metadata log's log dir cannot be read"
+            overrides = {}
+        elif os.path.isdir(meta_dir):
             try:
                 state = read_metadata(meta_dir)
                 overrides = state.topic_overrides()
                 layers = tuple(state.broker_layers(self.server.node_id))
                 source = ", ".join(state.sources)
+                names, ids = frozenset(state.topics.values()), frozenset(state.topics)
             except MetadataError as e:
                 error = str(e)  # every topic unknown (unless the overrides file names it)
                 overrides = {}
         elif self.server.topic_overrides:
             source = self.server.retentiond.get("kafka.topicOverrides")
-        return KafkaSnapshot(now_ms, tuple(dirs), overrides, layers, source, error, tuple(errors))
+        return KafkaSnapshot(
+            now_ms, tuple(dirs), overrides, layers, source, error, tuple(errors), names, ids
+        )
 
     def _config_for(self, snap: KafkaSnapshot, topic: str) -> TopicConfig | None:
         return self.server.config_for(topic, snap.overrides, snap.broker_layers)
@@ -150,25 +206,17 @@ class Kafka(KafkaVoice):
 
         try:
             for ld, locked in snapshot.log_dirs:
-                parts = tuple(
-                    plan_partition(
-                        p,
-                        config_for(p.topic),
-                        now_ms=rnd.now_ms,
-                        high_watermarks=ld.high_watermarks,
-                        log_start_offsets=ld.log_start_offsets,
-                        cleaner_enabled=self.server.cleaner_enable,
-                        broker_running=not locked,
-                        time_index_compat=self.server.time_index_compat,
-                    )
-                    for p in ld.partitions
-                )
+                parts, leftovers = self._plan_log_dir(snapshot, ld, locked, rnd, config_for)
                 # A plan or a dry run carries nothing out: the holds it would look up change
                 # nothing in what it returns (the partitions' own plans).
                 failed: tuple[str, ...] = ()
-                if locked and not ld.errors and rnd.executes:
-                    failed = self._carry_out(ld, parts, rnd)
-                planned.append(LogDirPlan(ld.path, locked, parts, ld, (*ld.errors, *failed)))
+                if locked and not ld.errors and rnd.executes and self.rescue_request is None:
+                    failed = self._carry_out(ld, parts, leftovers, rnd)
+                planned.append(
+                    LogDirPlan(ld.path, locked, parts, ld, (*ld.errors, *failed), leftovers)
+                )
+            if self.rescue_request is not None:
+                self._rescue(self.rescue_request, snapshot, planned, rnd, config_for)
         finally:
             for lock in self.locks.values():
                 lock.release()
@@ -185,16 +233,168 @@ class Kafka(KafkaVoice):
             manual=rnd.manual,
             dry_run=not rnd.executes,
             errors=tuple(errors),
+            timezone=zone_name(self.settings.daemon.timezone),
+            zone=self.settings.daemon.timezone,
+            store=tuple(self.server.log_dirs),
+            retention_ms={
+                t: c.retention_ms
+                for t, c in configs.items()
+                if c is not None and c.delete and c.retention_ms >= 0
+            },
+            time_index_compat=self.server.time_index_compat,
         )
 
+    def _plan_log_dir(
+        self,
+        snapshot: KafkaSnapshot,
+        ld: LogDirSnapshot,
+        locked: bool,
+        rnd: RoundServices,
+        config_for: Callable[[str], TopicConfig | None],
+    ) -> tuple[tuple[PartitionPlan, ...], tuple[Decision, ...]]:
+        """Every partition's plan, and the verdicts on the leftover dirs as wholes."""
+        server = self.server
+        names, ids = snapshot.topic_names, snapshot.topic_ids
+        parts: list[PartitionPlan] = []
+        leftovers: list[Decision] = []
+        for p in ld.partitions:
+            orphan = names is not None and ids is not None and is_orphan(p, names, ids)
+            if orphan:
+                parts.append(
+                    keep_all(
+                        p,
+                        Reason.ORPHAN_PARTITION,
+                        "its topic id is not in the metadata log: removed as a whole or kept",
+                    )
+                )
+            else:
+                parts.append(
+                    plan_partition(
+                        p,
+                        config_for(p.topic),
+                        now_ms=rnd.now_ms,
+                        high_watermarks=ld.high_watermarks,
+                        log_start_offsets=ld.log_start_offsets,
+                        cleaner_enabled=server.cleaner_enable,
+                        broker_running=not locked,
+                        time_index_compat=server.time_index_compat,
+                    )
+                )
+            if orphan or p.name.special is not None:
+                d = plan_leftover(
+                    p,
+                    now_ms=rnd.now_ms,
+                    delete_delay_ms=server.segment_delete_delay_ms,
+                    orphan=orphan,
+                    remove_orphans=server.remove_orphans,
+                    remove_stray=server.remove_stray,
+                    broker_running=not locked,
+                )
+                if d is not None:
+                    leftovers.append(d)
+        return tuple(parts), tuple(leftovers)
+
+    def _remove_leftovers(
+        self, leftovers: tuple[Decision, ...], rnd: RoundServices, gone: set[str]
+    ) -> None:
+        """Each leftover dir that goes, on its own: one that cannot go keeps no other. Not
+        through ``Round.hold``: a directory cannot be leased to prove nobody has it open,
+        and what guards a leftover is the log dir's ``.lock``, held by this round."""
+        for d in leftovers:
+            if d.delete:
+                gone.update(o.decision.path for o in rnd.execute(Run((d,))) if o.deleted)
+
+    # ---- `retentiond rescue` (engine.rescue.Rescues) -------------------------------------
+    def held_store_dirs(self) -> list[str]:
+        """The log dirs whose ``.lock`` another process holds now (a running broker); a
+        log dir that cannot be opened is the round's store error, not a holder."""
+        held = []
+        for d in self.server.log_dirs:
+            lock = self.locks[d]
+            if lock.held:
+                continue
+            try:
+                if lock.acquire():
+                    lock.release()
+                else:
+                    held.append(d)
+            except OSError:
+                continue
+        return held
+
+    def begin_rescue(self, request: RescueRequest | None) -> None:
+        self.rescue_request = request
+        self._rescue_state = None
+
+    def rescue_report(self) -> RescueReport:
+        state = self._rescue_state
+        if state is None:
+            return RescueReport(("no rescue ran",), False)
+        selection, request, dry_run, held = state
+        if held:
+            lines = tuple(
+                f"{d}: another process (the broker) holds its .lock: rescue runs only on a "
+                "stopped broker; nothing was deleted"
+                for d in held
+            )
+            return RescueReport(lines, False, tuple(held))
+        assert selection is not None
+        lines2, reached = report_lines(selection, request, dry_run=dry_run)
+        doc = document(selection, request, dry_run=dry_run)
+        return RescueReport(tuple(lines2), reached, (), doc)
+
+    def _rescue(
+        self,
+        request: RescueRequest,
+        snapshot: KafkaSnapshot,
+        planned: list[LogDirPlan],
+        rnd: RoundServices,
+        config_for: Callable[[str], TopicConfig | None],
+    ) -> None:
+        """Select what goes (``rescue.select``) and, in a real round, carry it out: the
+        leftovers, then per partition one prefix (the configured retention's and the
+        rescue's together), with the checkpoints updated as a round updates them. Nothing
+        at all while another process holds any of the log dirs."""
+        held = [p.path for p in planned if not p.locked]
+        if held:
+            self._rescue_state = (None, request, not rnd.executes, held)
+            return
+        usable = [p for p in planned if not p.errors]
+        selection = select(usable, request, self.server, config_for, rnd.now_ms, self.rescue_loss)
+        if rnd.executes:
+            snaps = {ld.path: ld for ld, _locked in snapshot.log_dirs}
+            gone: set[str] = set()
+            for p in usable:
+                failed = self._carry_out(
+                    snaps[p.path],
+                    tuple(selection.partitions.get(p.path, ())),
+                    tuple(selection.leftovers.get(p.path, ())),
+                    rnd,
+                    gone,
+                )
+                p.errors = (*p.errors, *failed)
+            for g in selection.groups:
+                for item in g.items:
+                    item.gone = item.decision.path in gone
+                g.after = measure_path(g.paths[0])
+        self._rescue_state = (selection, request, not rnd.executes, [])
+
     def _carry_out(
-        self, ld: LogDirSnapshot, parts: tuple[PartitionPlan, ...], rnd: RoundServices
+        self,
+        ld: LogDirSnapshot,
+        parts: tuple[PartitionPlan, ...],
+        leftovers: tuple[Decision, ...],
+        rnd: RoundServices,
+        gone: set[str] | None = None,
     ) -> tuple[str, ...]:
         """Each partition's prefix through the engine (holds, journal, re-check, unlink),
         then what the engine does not know: companions, epochs, the checkpoint. Returns
         what kept a partition's prefix from being carried out (a roll that could not be
         made: nothing of that partition goes, the other partitions go on) and the
-        companions or leftovers that could not be removed."""
+        companions or leftovers that could not be removed. Leftover partition dirs go
+        first, as the broker removes them first at its start."""
+        gone = set() if gone is None else gone  # the paths that really went
+        self._remove_leftovers(leftovers, rnd, gone)
         result = OfflineResult(ld.path, True)
         failed: list[str] = []
         lso_entries = dict(ld.log_start_offsets or {})
@@ -213,10 +413,11 @@ class Kafka(KafkaVoice):
                     )
                     continue
             outcomes = rnd.execute(Run(run))
-            gone = [b for o in outcomes if o.deleted and (b := o.decision.start_offset) is not None]
-            for base in gone:
+            went = [b for o in outcomes if o.deleted and (b := o.decision.start_offset) is not None]
+            gone.update(o.decision.path for o in outcomes if o.deleted)
+            for base in went:
                 remove_companions(plan, base, result)
-            changed |= finish_partition(plan, gone, lso_entries)
+            changed |= finish_partition(plan, went, lso_entries)
         if changed:
             write_log_start_checkpoint(ld, lso_entries)
         return (*failed, *result.errors)  # the round's errors: logged, counted, shown
@@ -228,6 +429,7 @@ class Kafka(KafkaVoice):
         return {
             "log_dirs": list(self.server.log_dirs),
             "plan_only_log_dirs": list(self.last_plan_only),
+            "store_dir_errors": dict(self.last_dir_errors),
         }
 
     def idle_view(self, record: Mapping[str, Any]) -> IdleView | None:
@@ -267,36 +469,7 @@ class Kafka(KafkaVoice):
 
     # ---- for people and dashboards ------------------------------------------------------
     def render_plan(self, plan: KafkaPlan, *, all_queue_files: bool = False) -> str:
-        """Per partition: its offsets, a line per segment the passes handed over and one for
-        the first segment kept (what stopped the prefix), then how many are kept behind it;
-        ``all_queue_files`` (``plan --all``) lists every segment with its own reason."""
-        lines = []
-        for ld in plan.log_dirs:
-            head = "" if ld.locked else "  (plan-only: another process holds .lock)"
-            lines.append(f"{ld.path}{head}")
-            for p in ld.partitions:
-                if not all_queue_files and not p.deletions and p.partition.name.special:
-                    continue
-                lines.append(
-                    f"  {p.partition.name.name}: LSO {p.log_start_offset} HW {p.high_watermark}"
-                    f" LEO {p.log_end_offset} -> LSO {p.new_log_start_offset}"
-                )
-                for d in p.decisions if all_queue_files else p.head:
-                    lines.append(
-                        f"    {d.start_offset:>20} {d.verdict.value:<6} {d.reason.value}"
-                        + (f" ({d.detail})" if d.detail else "")
-                    )
-                if p.behind and not all_queue_files:
-                    why = p.behind_reason
-                    lines.append(
-                        f"    {'':>20} ... {p.behind} more kept "
-                        + (
-                            f"({why.value})"
-                            if why is not None
-                            else f"behind {p.head[-1].start_offset} ({p.head[-1].reason.value})"
-                        )
-                    )
-        return "\n".join(lines) + "\n"
+        return render_plan(plan, all_queue_files=all_queue_files)
 
     def status_fields(self, plan: KafkaPlan, deleted: frozenset[str]) -> dict[str, object]:
         return {"plan_only_log_dirs": plan.plan_only_dirs(), "reasons": plan.reason_counts()}
@@ -309,8 +482,20 @@ class Kafka(KafkaVoice):
         daemon's round, not in ``plan``."""
         count = size = 0
         oldest: int | None = None
+        dirs = KindStats(0, 0, None, plan.now_ms)
         for d in plan.decisions():
             if d.path in deleted:
+                continue
+            if d.kind is Kind.PARTITION_DIR:
+                if d.identity is not None:
+                    dirs = KindStats(
+                        dirs.files + 1,
+                        dirs.bytes + d.identity.size,
+                        d.identity.mtime_ms
+                        if dirs.oldest_mtime_ms is None
+                        else min(dirs.oldest_mtime_ms, d.identity.mtime_ms),
+                        plan.now_ms,
+                    )
                 continue
             ident = d.identity
             if ident is not None:
@@ -324,21 +509,41 @@ class Kafka(KafkaVoice):
             count += 1
             size += bytes_
             oldest = mtime_ms if oldest is None else min(oldest, mtime_ms)
-        return StoreStats({Kind.KAFKA_SEGMENT: KindStats(count, size, oldest, plan.now_ms)})
+        return StoreStats(
+            {
+                Kind.KAFKA_SEGMENT: KindStats(count, size, oldest, plan.now_ms),
+                Kind.PARTITION_DIR: dirs,
+            }
+        )
 
-    def disk_figures(self, settings: Settings, now_ms: int) -> DiskFigures:
-        return DiskFigures(tuple(("log_dir", measure_path(d)) for d in self.server.log_dirs))
+    def disk_figures(self, settings: Settings[StoreSection], now_ms: int) -> DiskFigures:
+        """Each log dir's filesystem, and the disk state: ``warning_level`` when one of them is
+        above ``disk_warning_ratio`` (as RocketMQ's warning level, strictly above), ``ok`` when
+        every one was measured and none is, no state at all while a dir cannot be measured
+        and none is above (a dir we cannot see is never called ok)."""
+        paths = tuple(("log_dir", measure_path(d)) for d in self.server.log_dirs)
+        ratios = [u.ratio for _, u in paths]
+        limit = self.disk_warning_ratio
+        if any(r is not None and r > limit for r in ratios):
+            state: str | None = "warning_level"
+        elif all(r is not None for r in ratios):
+            state = "ok"
+        else:
+            state = None
+        return DiskFigures(
+            paths, state=state, states=DISK_STATES, thresholds=(("warning_level", limit),)
+        )
 
     def phases_succeeded(self, plan: KafkaPlan) -> tuple[str, ...]:
         return () if plan.errors else self.phases
 
-    def cadence(self, settings: Settings) -> Cadence:
+    def cadence(self, settings: Settings[StoreSection]) -> Cadence:
         """log.retention.check.interval.ms; the retry interval is the default one."""
-        return Cadence(
-            settings.clean_resource_interval_ms, settings.redelete_hanged_file_interval_ms
-        )
+        return Cadence(settings.round_interval_ms, settings.retry_interval_ms)
 
-    def status_settings(self, settings: Settings, scan: StatusDoc | None) -> dict[str, object]:
+    def status_settings(
+        self, settings: Settings[StoreSection], scan: StatusDoc | None
+    ) -> dict[str, object]:
         """Kafka has no hour of day and no disk states: both keys are null."""
         return {"delete_when": None, "disk": None}
 
@@ -346,11 +551,9 @@ class Kafka(KafkaVoice):
         """What the scan reported (its plan-only log dirs), the verdict counts left out."""
         return {k: v for k, v in scan.items() if k != "reasons"}
 
-    def info_labels(self, settings: Settings) -> dict[str, str]:
+    def info_labels(self, settings: Settings[StoreSection]) -> dict[str, str]:
         """The broker-wide retention (a topic's own config may differ)."""
-        server = settings.kafka
-        if server is None:
-            return {}
+        server = kafka_of(settings).store
         try:
             broker = broker_retention(server.broker_props, server.path)
         except ValueError:  # validated at load; a scrape never fails on it anyway
@@ -361,7 +564,7 @@ class Kafka(KafkaVoice):
             "log_cleanup_policy": ",".join(sorted(broker.cleanup_policy)),
         }
 
-    def reserved_time_s(self, settings: Settings) -> float | None:
+    def reserved_time_s(self, settings: Settings[StoreSection]) -> float | None:
         return None  # retention is per topic
 
     def plan_only_notes(self, plan: KafkaPlan) -> list[str]:
@@ -374,28 +577,46 @@ class Kafka(KafkaVoice):
 
     # ---- just before an unlink ----------------------------------------------------------
     def open_parent(self, decision: Decision) -> int:
-        """A segment sits in a partition dir directly under a configured log dir."""
+        """A segment sits in a partition dir directly under a configured log dir; a partition
+        dir removed whole, directly in one."""
+        if decision.kind is Kind.PARTITION_DIR:
+            log_dir = os.path.dirname(decision.path)
+            if log_dir not in self.server.log_dirs:
+                raise PermissionError(f"{decision.path} is not in a configured log dir")
+            return open_dir_below(log_dir)
         part_dir = os.path.dirname(decision.path)
         log_dir = os.path.dirname(part_dir)
         if log_dir not in self.server.log_dirs or decision.kind is not Kind.KAFKA_SEGMENT:
             raise PermissionError(f"{part_dir} is not a partition dir of a configured log dir")
         return open_dir_below(log_dir, os.path.basename(part_dir))
 
+    def remove_directory(self, decision: Decision, parent_fd: int, name: str) -> int:
+        """A leftover partition dir (journaled already): renamed to the ``-delete`` form
+        unless it has it, then emptied through handles that never follow a symlink."""
+        if decision.kind is not Kind.PARTITION_DIR:
+            raise PermissionError(f"{decision.path}: only partition dirs are removed whole")
+        return remove_partition_dir(parent_fd, name)
+
     def recheck(
         self, decision: Decision, st: os.stat_result, now_ms: int, floor: int | None
     ) -> str | None:
         """The identity (size, mtime, inode) is unchanged, so the batches are; time only
         moves forward. What can change is who holds the dir."""
-        log_dir = os.path.dirname(os.path.dirname(decision.path))
+        part_dir = decision.path if decision.kind is Kind.PARTITION_DIR else None
+        log_dir = os.path.dirname(part_dir or os.path.dirname(decision.path))
         lock = self.locks.get(log_dir)
         if lock is None or not lock.acquire():
             return "the log dir's .lock is no longer ours"
         return None
 
     def journal_fields(self, decision: Decision, now_ms: int) -> dict[str, object]:
-        return {
+        fields: dict[str, object] = {
             "forced": False,
             "topic": decision.topic,
             "partition": decision.queue_id,
-            "base_offset": decision.start_offset,
         }
+        if decision.kind is not Kind.PARTITION_DIR:
+            fields["base_offset"] = decision.start_offset
+        if self.rescue_request is not None:
+            fields["rescue"] = True  # every deletion `retentiond rescue` makes
+        return fields

@@ -4,14 +4,15 @@
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 
 from retentiond.engine.decision import Decision
-from retentiond.engine.jsonstream import Rows, encode_decision
 from retentiond.kinds.kafka.policy import PartitionPlan
 from retentiond.kinds.kafka.scan import LogDirSnapshot
 from retentiond.reasons import SCHEMA_VERSION
+from retentiond.text.jsonstream import Rows, encode_decision
+from retentiond.text.units import iso_time
 
 
 class LogDirPlan:
@@ -26,12 +27,14 @@ class LogDirPlan:
         partitions: tuple[PartitionPlan, ...],
         foreign: tuple[tuple[str, str], ...] | LogDirSnapshot = (),
         errors: tuple[str, ...] = (),
+        leftovers: tuple[Decision, ...] = (),  # whole partition dirs (``leftovers``)
     ) -> None:
         self.path = path
         self.locked = locked
         self.partitions = partitions
         self._foreign = foreign
         self.errors = errors
+        self.leftovers = leftovers
 
     @property
     def foreign(self) -> tuple[tuple[str, str], ...]:
@@ -50,11 +53,46 @@ class KafkaPlan:
     dry_run: bool = True
     errors: tuple[str, ...] = field(default=())
     foreign: tuple[tuple[str, str], ...] = field(default=())  # besides the log dirs' own
+    timezone: str = "UTC"  # the zone times are shown in, by name
+    zone: str | None = None  # the configured zone (None: the machine's)
+    store: tuple[str, ...] = ()  # the configured log dirs (a dir that failed has no plan)
+    # retention.ms of each topic whose segments can expire by time (delete policy, >= 0)
+    retention_ms: Mapping[str, int] = field(default_factory=dict)
+    time_index_compat: bool = False  # largest timestamps come from the time index
+
+    def expires_ms(self, p: PartitionPlan, i: int) -> int | None:
+        """When segment ``i`` of ``p`` is past retention.ms (Kafka: ``now - largest >
+        retention.ms``, so one ms after), if its largest timestamp is known without a read;
+        None for a topic with no time limit."""
+        retention = self.retention_ms.get(p.partition.topic)
+        if retention is None:
+            return None
+        s = p.partition.made[i]
+        if s is None:
+            return None
+        active = i == len(p.partition.bases) - 1
+        known = s.known_largest(self.time_index_compat and not active)
+        return None if known is None else known[0] + retention + 1
+
+    def partitions(self, ld: LogDirPlan) -> list[PartitionPlan]:
+        """A log dir's partitions by topic, then partition number."""
+        return sorted(ld.partitions, key=lambda p: (p.partition.topic, p.partition.partition))
+
+    def totals(self) -> dict[str, int]:
+        files = sum(len(p.partition.bases) for ld in self.log_dirs for p in ld.partitions)
+        deletes = [d for ld in self.log_dirs for p in ld.partitions for d in p.deletions]
+        return {
+            "files": files,
+            "delete_files": len(deletes),
+            "delete_bytes": sum(d.identity.size for d in deletes if d.identity is not None),
+            "keep_files": files - len(deletes),
+        }
 
     def decisions(self) -> Iterator[Decision]:
         for ld in self.log_dirs:
             for p in ld.partitions:
                 yield from p.decisions
+            yield from ld.leftovers
 
     def store_errors(self) -> list[str]:
         return list(self.errors)
@@ -71,9 +109,19 @@ class KafkaPlan:
     def reason_counts(self) -> dict[str, int]:
         return dict(Counter(f"{d.verdict}:{d.reason}" for d in self.decisions()))
 
+    def _row(self, p: PartitionPlan, i: int, d: Decision) -> dict[str, object]:
+        row = {
+            ("partition" if k == "queue_id" else k): v for k, v in d.as_dict(self.now_ms).items()
+        }
+        expires = self.expires_ms(p, i)
+        if expires is not None:
+            row["expires_ms"] = expires
+        return row
+
     def as_dict(self, *, all_queue_files: bool = True) -> dict[str, object]:
-        now = self.now_ms
-        return self._document(lambda p: [d.as_dict(now) for d in p.decisions], all_queue_files)
+        return self._document(
+            lambda p: [self._row(p, i, d) for i, d in enumerate(p.decisions)], all_queue_files
+        )
 
     def as_document(self, *, all_queue_files: bool = True) -> dict[str, object]:
         """``as_dict`` with each partition's segments as ``Rows``, expanded and encoded
@@ -82,10 +130,19 @@ class KafkaPlan:
 
         def rows(p: PartitionPlan) -> Rows:
             def make() -> Iterator[dict[str, object]]:
-                return (d.as_dict(now) for d in p.decisions)
+                return (self._row(p, i, d) for i, d in enumerate(p.decisions))
 
             def encode(pad: str) -> Iterator[str]:
-                return (f",\n{pad}{encode_decision(d, now, pad)}" for d in p.decisions)
+                # encode_decision's text with the partition under its own name (a key
+                # follows a newline, which no encoded string holds) and the expiry added
+                key = f'\n{pad}  "queue_id": '
+                named = f'\n{pad}  "partition": '
+                for i, d in enumerate(p.decisions):
+                    text = encode_decision(d, now, pad).replace(key, named)
+                    expires = self.expires_ms(p, i)
+                    if expires is not None:
+                        text = f'{text[: -len(pad) - 2]},\n{pad}  "expires_ms": {expires}\n{pad}}}'
+                    yield f",\n{pad}{text}"
 
             return Rows(make, encode=encode)
 
@@ -96,13 +153,19 @@ class KafkaPlan:
     ) -> dict[str, object]:
         return {
             "schema_version": SCHEMA_VERSION,
+            "type": "plan",
             "kind": "kafka",
             "now_ms": self.now_ms,
+            "now": iso_time(self.now_ms, self.zone),
+            "timezone": self.timezone,
             "config_hash": self.config_hash,
-            "dry_run": self.dry_run,
+            "store": list(self.store or (ld.path for ld in self.log_dirs)),
             "manual": self.manual,
-            "metadata": {"source": self.metadata_source, "error": self.metadata_error},
+            "dry_run": self.dry_run,
             "errors": list(self.errors),
+            "problems": [{"path": p, "problem": w} for p, w in self.problems()],
+            "totals": self.totals(),
+            "metadata": {"source": self.metadata_source, "error": self.metadata_error},
             "log_dirs": [
                 {
                     "path": ld.path,
@@ -122,11 +185,13 @@ class KafkaPlan:
                             "roll_offset": p.roll_offset,
                             "segments": segments(p),
                         }
-                        for p in ld.partitions
+                        for p in self.partitions(ld)
                         # the prefix the passes handed over: deletions, or in a plan-only
                         # dir what would go (kept as broker_running)
                         if all_queue_files or p.prefix
                     ],
+                    # -delete, -stray and orphan partition dirs, each as a whole
+                    "leftover_dirs": [d.as_dict(self.now_ms) for d in ld.leftovers],
                 }
                 for ld in self.log_dirs
             ],

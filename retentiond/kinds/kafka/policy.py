@@ -119,6 +119,11 @@ def _keep_all(
     return PartitionPlan(part, first, 0, lso, hw, leo, lso, None, rest, reason)
 
 
+def keep_all(part: Partition, reason: Reason, detail: str) -> PartitionPlan:
+    """Every segment of ``part`` kept for one reason, not judged (an orphan partition)."""
+    return _keep_all(part, reason, detail)
+
+
 def _decision(
     part: Partition,
     s: Segment,
@@ -379,6 +384,7 @@ def _plan(
                     topic,
                     partition,
                     detail,
+                    None,  # loss
                 ),
             )
         )
@@ -400,6 +406,7 @@ def _plan(
                     topic,
                     partition,
                     first[1],
+                    None,  # loss
                 ),
             )
         )
@@ -444,6 +451,7 @@ def _plan(
                         topic,
                         partition,
                         detail,
+                        None,  # loss
                     ),
                 )
 
@@ -453,7 +461,7 @@ def _plan(
 
 
 _SEGMENT = Kind.KAFKA_SEGMENT
-# a Decision from its ten fields without NamedTuple's Python-level __new__ (200,000 a plan)
+# a Decision from its eleven fields without NamedTuple's Python-level __new__ (200,000 a plan)
 _new_tuple = tuple.__new__
 _KEEP = Verdict.KEEP
 _DELETE = Verdict.DELETE

@@ -11,9 +11,10 @@ from collections.abc import Iterable
 
 from retentiond.config.settings import Settings
 from retentiond.engine.decision import Decision
+from retentiond.kinds.rocketmq.config import RocketMQStore
 from retentiond.kinds.rocketmq.plan import CommitLogPlan
 from retentiond.kinds.rocketmq.snapshot import CommitLogFile
-from retentiond.kinds.rocketmq.triggers import Triggers
+from retentiond.kinds.rocketmq.triggers import Triggers, next_delete_window
 from retentiond.reasons import Kind, Reason, Verdict
 
 _HOUR_MS = 3_600_000
@@ -67,12 +68,12 @@ def _decision(
 def plan_commitlog(
     files: tuple[CommitLogFile, ...],
     triggers: Triggers,
-    settings: Settings,
+    settings: Settings[RocketMQStore],
     now_ms: int,
 ) -> CommitLogPlan:
     newest = newest_kept_index(files)
     candidates, protected = files[:newest], files[newest:]
-    reserved_ms = settings.file_reserved_time_hours * _HOUR_MS
+    reserved_ms = settings.store.file_reserved_time_hours * _HOUR_MS
     decisions: list[Decision] = []
     stop_reason: Reason | None = None
     if triggers.error is not None:
@@ -82,21 +83,27 @@ def plan_commitlog(
 
     deleted = 0
     pass_reason = _pass_reason(triggers)
+    forced = triggers.fired and triggers.clean_at_once  # age does not matter in this pass
     for f in candidates:
+        expired = now_ms >= f.identity.mtime_ms + reserved_ms  # upstream: ">=" inclusive
         if stop_reason is not None:
-            decisions.append(_decision(f, Verdict.KEEP, stop_reason))
+            # Kept without a look at its size: say why it would not go on its own first
+            # (too young), and what stopped the pass only for a file that would have gone.
+            reason = stop_reason
+            if stop_reason is not Reason.STORE_ERROR and not expired and not forced:
+                reason = Reason.NOT_EXPIRED
+            decisions.append(_decision(f, Verdict.KEEP, reason))
             continue
-        if f.identity.size != settings.mapped_file_size_commitlog:
+        if f.identity.size != settings.store.mapped_file_size_commitlog:
             detail = f"size {f.identity.size} != mappedFileSizeCommitLog"
             decisions.append(_decision(f, Verdict.KEEP, Reason.BAD_SIZE, detail))
             stop_reason = Reason.AFTER_FIRST_KEPT
             continue
-        expired = now_ms >= f.identity.mtime_ms + reserved_ms  # upstream: ">=" inclusive
         if expired or triggers.clean_at_once:
             reason = pass_reason if expired else Reason.FORCED_OVER_CLEAN_FORCIBLY_RATIO
             decisions.append(_decision(f, Verdict.DELETE, reason))
             deleted += 1
-            if deleted >= settings.delete_file_batch_max:
+            if deleted >= settings.store.delete_file_batch_max:
                 stop_reason = Reason.BATCH_LIMIT
         else:
             decisions.append(_decision(f, Verdict.KEEP, Reason.NOT_EXPIRED))
@@ -108,18 +115,26 @@ def plan_commitlog(
         decisions=tuple(decisions),
         min_offset_before=files[0].start_offset if files else -1,
         min_offset_after=first_kept_offset(decisions),
+        reserved_ms=reserved_ms,
+        next_window_ms=(
+            None if triggers.fired or triggers.error else next_delete_window(settings, now_ms)
+        ),
+        zone=settings.daemon.timezone,
     )
 
 
 def expired_pending(
-    plan: CommitLogPlan, settings: Settings, now_ms: int, deleted: frozenset[str] = frozenset()
+    plan: CommitLogPlan,
+    settings: Settings[RocketMQStore],
+    now_ms: int,
+    deleted: frozenset[str] = frozenset(),
 ) -> int:
     """Expired CommitLog files still on disk after a round: what a later pass may take.
 
     The newest file never counts (it is never deleted, however old). Used by the round record,
     `status` and the metrics, so all of them report the same number for the same store.
     """
-    reserved = settings.file_reserved_time_hours * _HOUR_MS
+    reserved = settings.store.file_reserved_time_hours * _HOUR_MS
     return sum(
         1
         for d in plan.decisions

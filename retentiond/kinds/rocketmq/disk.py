@@ -10,6 +10,7 @@ from dataclasses import dataclass
 
 from retentiond.config.settings import Settings
 from retentiond.engine.disk import PathUsage, measure_path
+from retentiond.kinds.rocketmq.config import RocketMQStore
 
 
 @dataclass(frozen=True)
@@ -28,17 +29,17 @@ def measure(commitlog_paths: list[str], consumequeue_path: str) -> DiskUsage:
     )
 
 
-def round_fields(settings: Settings, usage: DiskUsage | None) -> dict[str, object]:
+def round_fields(settings: Settings[RocketMQStore], usage: DiskUsage | None) -> dict[str, object]:
     """Fields of the ``round`` record that come from the settings and the disk measurement:
     per-path disk ratios, the thresholds and retention in force, the round interval. The
     fleet analysis needs them to judge each round against the configuration of its time."""
     fields: dict[str, object] = {
-        "file_reserved_time_hours": settings.file_reserved_time_hours,
-        "interval_ms": settings.clean_resource_interval_ms,
+        "file_reserved_time_hours": settings.store.file_reserved_time_hours,
+        "interval_ms": settings.store.clean_resource_interval_ms,
         "thresholds": {
-            "disk_max_used_ratio": settings.disk_max_used_ratio_fraction,
-            "clean_forcibly_ratio": settings.disk_space_clean_forcibly_ratio,
-            "warning_level_ratio": settings.disk_space_warning_level_ratio,
+            "disk_max_used_ratio": settings.store.disk_max_used_ratio_fraction,
+            "clean_forcibly_ratio": settings.store.disk_space_clean_forcibly_ratio,
+            "warning_level_ratio": settings.store.disk_space_warning_level_ratio,
         },
     }
     if usage is not None:

@@ -36,6 +36,7 @@ from retentiond.engine.decision import Decision
 from retentiond.engine.disk import measure_path
 from retentiond.engine.figures import DiskFigures, KindStats, StoreStats
 from retentiond.kinds.rocketmq.commitlog import expired_pending
+from retentiond.kinds.rocketmq.config import RocketMQStore
 from retentiond.kinds.rocketmq.disk import DiskUsage
 from retentiond.kinds.rocketmq.plan import Plan
 from retentiond.kinds.rocketmq.triggers import DISK_STATE_ORDER, DiskState, evaluate
@@ -75,7 +76,9 @@ def list_index(index_dir: str, now_ms: int) -> KindStats:
     return KindStats(files, size, oldest, now_ms)
 
 
-def _consumequeue(plan: Plan, gone: frozenset[str], settings: Settings) -> KindStats | None:
+def _consumequeue(
+    plan: Plan, gone: frozenset[str], settings: Settings[RocketMQStore]
+) -> KindStats | None:
     """None when this plan did not walk the queues (keep the previous figures)."""
     queues = plan.queues
     if not queues.examined:
@@ -89,7 +92,9 @@ def _consumequeue(plan: Plan, gone: frozenset[str], settings: Settings) -> KindS
             mtime = q.stop_mtime_ms
         if mtime is not None:
             oldest = mtime if oldest is None else min(oldest, mtime)
-    return KindStats(files, files * settings.mapped_file_size_consumequeue, oldest, plan.now_ms)
+    return KindStats(
+        files, files * settings.store.mapped_file_size_consumequeue, oldest, plan.now_ms
+    )
 
 
 _STOP: Any = object()  # no planned file left: the stop is the oldest file
@@ -107,7 +112,7 @@ def _first_left(deleted: Iterable[Decision], gone: frozenset[str]) -> int | None
 
 def store_stats(
     plan: Plan,
-    settings: Settings,
+    settings: Settings[RocketMQStore],
     gone: frozenset[str],
     previous: StoreStats | None,
 ) -> StoreStats:
@@ -115,7 +120,7 @@ def store_stats(
     commitlog, min_offset = _commitlog(plan, gone)
     kinds: dict[FileKind, KindStats] = {
         Kind.COMMITLOG: commitlog,
-        Kind.INDEX: list_index(str(settings.index_dir), plan.now_ms),
+        Kind.INDEX: list_index(str(settings.store.index_dir), plan.now_ms),
     }
     cq = _consumequeue(plan, gone, settings)
     if cq is None and previous is not None:
@@ -128,11 +133,11 @@ def store_stats(
 DISK_STATES = (*DISK_STATE_ORDER, DiskState.UNKNOWN)
 
 
-def disk_figures(settings: Settings, now_ms: int) -> DiskFigures:
+def disk_figures(settings: Settings[RocketMQStore], now_ms: int) -> DiskFigures:
     """Measured at scrape time: each CommitLog path and the consumequeue path, and the disk
     state the triggers would see (``unknown`` when a path cannot be measured)."""
-    commitlog = tuple(measure_path(str(p)) for p in settings.store_path_commitlog)
-    consumequeue = measure_path(str(settings.consumequeue_dir))
+    commitlog = tuple(measure_path(str(p)) for p in settings.store.store_path_commitlog)
+    consumequeue = measure_path(str(settings.store.consumequeue_dir))
     paths = (*(("commitlog", u) for u in commitlog), ("consumequeue", consumequeue))
     state = evaluate(settings, now_ms, DiskUsage(commitlog, consumequeue), manual=False).disk_state
     return DiskFigures(
@@ -140,14 +145,16 @@ def disk_figures(settings: Settings, now_ms: int) -> DiskFigures:
         state=state.value,
         states=tuple(s.value for s in DISK_STATES),
         thresholds=(
-            (DiskState.OVER_MAX_RATIO.value, settings.disk_max_used_ratio_fraction),
-            (DiskState.CLEAN_FORCIBLY.value, settings.disk_space_clean_forcibly_ratio),
-            (DiskState.WARNING_LEVEL.value, settings.disk_space_warning_level_ratio),
+            (DiskState.OVER_MAX_RATIO.value, settings.store.disk_max_used_ratio_fraction),
+            (DiskState.CLEAN_FORCIBLY.value, settings.store.disk_space_clean_forcibly_ratio),
+            (DiskState.WARNING_LEVEL.value, settings.store.disk_space_warning_level_ratio),
         ),
     )
 
 
-def status_fields(plan: Plan, settings: Settings, deleted: frozenset[str]) -> dict[str, object]:
+def status_fields(
+    plan: Plan, settings: Settings[RocketMQStore], deleted: frozenset[str]
+) -> dict[str, object]:
     """What `status` shows of a scan: the triggers and the expired files still on disk."""
     return {
         "triggers": plan.commitlog.triggers.as_dict(),

@@ -14,6 +14,7 @@ from dataclasses import dataclass, replace
 from retentiond.config.settings import Settings
 from retentiond.engine.decision import Decision
 from retentiond.kinds.rocketmq.commitlog import first_kept_offset
+from retentiond.kinds.rocketmq.config import RocketMQStore
 from retentiond.kinds.rocketmq.plan import CommitLogPlan, QueueDecision, QueuesPlan
 from retentiond.reasons import FileKind, Kind
 
@@ -33,8 +34,8 @@ class HoldRules:
     index_ms: int = INDEX_FORCIBLY_MS
 
     @classmethod
-    def from_settings(cls, settings: Settings) -> HoldRules:
-        return cls(settings.destroy_mapped_file_interval_forcibly_ms)
+    def from_settings(cls, settings: Settings[RocketMQStore]) -> HoldRules:
+        return cls(settings.store.destroy_mapped_file_interval_forcibly_ms)
 
     def interval(self, kind: FileKind) -> int:
         if kind is Kind.COMMITLOG:

@@ -20,21 +20,30 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from retentiond.config.settings import Settings
+from retentiond.config.settings import Settings, StoreSection
 from retentiond.engine.decision import Decision
 from retentiond.engine.execute import open_dir_below
 from retentiond.engine.figures import DiskFigures, StoreStats
 from retentiond.engine.holds import HeldFile
-from retentiond.engine.kind import Cadence, RoundServices, StatusDoc
-from retentiond.engine.rollup import IdleView
+from retentiond.engine.kind import BrokerMain, Cadence, RoundServices, StatusDoc
+from retentiond.engine.loss import Loss, Progress
 from retentiond.engine.runs import Outcome, Run
 from retentiond.journal.place import default_journal_dir
+from retentiond.journal.rollup import IdleView
 from retentiond.kinds.rocketmq import scancache
-from retentiond.kinds.rocketmq.commitlog import expired_pending, newest_kept_index, plan_commitlog
+from retentiond.kinds.rocketmq.commitlog import (
+    expired_pending,
+    first_kept_offset,
+    newest_kept_index,
+    plan_commitlog,
+)
+from retentiond.kinds.rocketmq.config import RocketMQStore, rocketmq_of
 from retentiond.kinds.rocketmq.disk import DiskUsage, measure, round_fields
 from retentiond.kinds.rocketmq.figures import disk_figures, status_fields, store_stats
 from retentiond.kinds.rocketmq.holds import HoldRules, hold_commitlog, hold_queues
+from retentiond.kinds.rocketmq.loss import GroupPolicy, commitlog_losses
 from retentiond.kinds.rocketmq.plan import CommitLogPlan, Plan, QueueDecision, QueuesPlan
+from retentiond.kinds.rocketmq.progress import ConsumerProgress, read_progress
 from retentiond.kinds.rocketmq.queues import plan_queues
 from retentiond.kinds.rocketmq.reader import BinaryReader, read_index_header
 from retentiond.kinds.rocketmq.report import render_plan
@@ -44,6 +53,7 @@ from retentiond.kinds.rocketmq.snapshot import Snapshot
 from retentiond.kinds.rocketmq.triggers import evaluate, hour_of_day
 from retentiond.kinds.rocketmq.voice import RocketMQVoice
 from retentiond.reasons import DELETE_REASONS, FORCED_REASONS, Kind, Reason, Verdict
+from retentiond.text.units import zone_name
 
 BELOW = Reason.BELOW_COMMITLOG_MIN_OFFSET
 
@@ -70,14 +80,28 @@ class RocketMQ(RocketMQVoice):
         )
     )
 
-    def __init__(self, settings: Settings) -> None:
+    # The broker's main class by its last dotted part: 5.x also ships a container that runs
+    # brokers in one JVM.
+    brokers: tuple[BrokerMain, ...] = (
+        BrokerMain(
+            "rocketmq",
+            "a RocketMQ broker (BrokerStartup)",
+            simple_names=frozenset({"BrokerStartup", "BrokerContainerStartup"}),
+        ),
+    )
+
+    def __init__(self, settings: Settings[RocketMQStore]) -> None:
         self.settings = settings
-        self.reader = BinaryReader(settings.mapped_file_size_consumequeue)
+        self.reader = BinaryReader(settings.store.mapped_file_size_consumequeue)
         self.lister = QueueLister()  # directory listings carried between rounds
         self.queue_memo: dict[str, QueueDecision] = {}  # earlier decisions (see plan_queues)
         self.last_physical_min_offset = 0  # upstream CleanConsumeQueueService; 0 after a restart
         self.dry_run_min_offset = 0  # the same gate for dry-run rounds (never for real ones)
+        self.last_dir_errors: dict[str, str] = {}  # the root, if the last scan could not use it
         self.last_usage: DiskUsage | None = None  # per-path ratios for the round record
+        self.last_progress = Progress.UNKNOWN  # the consumer progress the last round read
+        self.last_loss: tuple[Loss, ...] = ()  # what the last round's deletions lose
+        self.group_moves: dict[str, tuple[int, int]] = {}  # group -> (offsets digest, since ms)
         # The scan cache file (see scancache): loaded before the first scan, written after a
         # remembering round that had to list or read anything. None: not yet looked up.
         self._cache_path: Path | None = None
@@ -97,7 +121,7 @@ class RocketMQ(RocketMQVoice):
                 directory = Path(s.daemon.journal_dir)
             else:
                 directory = default_journal_dir(self.directories())
-            self._cache_path = scancache.cache_file(directory, str(s.consumequeue_dir))
+            self._cache_path = scancache.cache_file(directory, str(s.store.consumequeue_dir))
         return self._cache_path if self._cache_path.parent.is_dir() else None
 
     def _load_scan_cache(self) -> None:
@@ -108,7 +132,7 @@ class RocketMQ(RocketMQVoice):
         if path is not None:
             with gc_paused():
                 got = scancache.load(
-                    path, str(self.settings.consumequeue_dir), self.reader.cq_file_size
+                    path, str(self.settings.store.consumequeue_dir), self.reader.cq_file_size
                 )
             if got is not None and not self.queue_memo:  # (a fresh kind: always empty)
                 queues, self.loaded_values, parents = got
@@ -124,7 +148,7 @@ class RocketMQ(RocketMQVoice):
         path = self._scan_cache_path()
         if path is not None and scancache.save(
             path,
-            str(self.settings.consumequeue_dir),
+            str(self.settings.store.consumequeue_dir),
             self.lister,
             self.queue_memo,
             self.loaded_values,
@@ -132,9 +156,13 @@ class RocketMQ(RocketMQVoice):
         ):
             self._saved_reads = self.reader.reads
 
-    def reconfigure(self, settings: Settings) -> None:
-        if settings.mapped_file_size_consumequeue != self.settings.mapped_file_size_consumequeue:
-            self.reader = BinaryReader(settings.mapped_file_size_consumequeue)
+    def reconfigure(self, new: Settings[StoreSection]) -> None:
+        settings = rocketmq_of(new)
+        if (
+            settings.store.mapped_file_size_consumequeue
+            != self.settings.store.mapped_file_size_consumequeue
+        ):
+            self.reader = BinaryReader(settings.store.mapped_file_size_consumequeue)
             self.queue_memo = {}
             self.loaded_values = None
             self._saved_reads = 0
@@ -143,11 +171,15 @@ class RocketMQ(RocketMQVoice):
     # ---- where its files are ------------------------------------------------------------
     def directories(self) -> tuple[str, ...]:
         s = self.settings
-        dirs = [*map(str, s.store_path_commitlog), str(s.consumequeue_dir), str(s.index_dir)]
+        dirs = [
+            *map(str, s.store.store_path_commitlog),
+            str(s.store.consumequeue_dir),
+            str(s.store.index_dir),
+        ]
         return tuple(sorted({*dirs, *(os.path.realpath(d) for d in dirs)}))
 
     def owner_lock(self) -> str:
-        return str(self.settings.store_path_root_dir / "lock")
+        return str(self.settings.store.store_path_root_dir / "lock")
 
     def hold_intervals(self) -> HoldRules:
         return HoldRules.from_settings(self.settings)
@@ -155,12 +187,17 @@ class RocketMQ(RocketMQVoice):
     # ---- a round ------------------------------------------------------------------------
     def scan(self, now_ms: int, *, executes: bool = True) -> Snapshot:
         self._load_scan_cache()
-        return scan(self.settings, now_ms=now_ms, lister=self.lister)
+        snapshot = scan(self.settings, now_ms=now_ms, lister=self.lister)
+        # the store root when this scan could not use it (missing, unmounted, unreadable)
+        root = snapshot.root
+        self.last_dir_errors = {e.path: e.message for e in snapshot.errors if e.path == root}
+        return snapshot
 
     def plan_round(self, snapshot: Snapshot, rnd: RoundServices) -> Plan:
         s = self.settings
         rnd.phase(Kind.COMMITLOG.value)
         cl = hold_commitlog(self._plan_commitlog(snapshot, rnd), rnd.hold)
+        cl, progress_problems = self._with_loss(cl, rnd.now_ms)
         rnd.note_disk_ratio(cl.triggers.physic_ratio)
         gate = self.last_physical_min_offset
         if not rnd.executes and rnd.remembers:
@@ -211,7 +248,7 @@ class RocketMQ(RocketMQVoice):
                 scancache.trim_heap()
         return Plan(
             now_ms=rnd.now_ms,
-            timezone=s.daemon.timezone or "local",
+            timezone=zone_name(s.daemon.timezone),
             config_hash=s.config_hash,
             store_root=snapshot.root,
             commitlog=cl,
@@ -221,9 +258,89 @@ class RocketMQ(RocketMQVoice):
             ),
             errors=(*(f"{e.path}: {e.message}" for e in snapshot.errors), *queue_errors),
             queue_errors=queue_errors,
+            progress_problems=progress_problems,
             manual=rnd.manual,
             dry_run=not rnd.executes,
         )
+
+    def _with_loss(
+        self, cl: CommitLogPlan, now_ms: int
+    ) -> tuple[CommitLogPlan, tuple[tuple[str, str], ...]]:
+        """The plan with what each CommitLog deletion loses (``engine.loss``), read from the
+        consumer progress on disk this round, and the progress files' problems."""
+        s = self.settings
+        try:
+            progress = read_progress(s.store.store_path_root_dir)
+        except (OSError, ValueError) as exc:  # never a crash, never more deletion
+            path = str(s.store.store_path_root_dir / "config")
+            progress = ConsumerProgress(
+                Progress.UNKNOWN, problems=((path, f"consumer progress unreadable ({exc})"),)
+            )
+        problems = list(progress.problems)
+        self.last_progress = progress.progress
+        deletions = [
+            (i, d) for i, d in enumerate(cl.decisions) if d.delete and d.start_offset is not None
+        ]
+        if not deletions:
+            self.last_loss = ()
+            return cl, tuple(problems)
+        policy = GroupPolicy(
+            dict(progress.enabled) if progress.enabled is not None else None,
+            s.daemon.guard_ignore_groups,
+            self._stale_groups(progress, now_ms),
+        )
+        losses = commitlog_losses(
+            progress,
+            s.store.consumequeue_dir,
+            s.store.mapped_file_size_consumequeue,
+            [(d.start_offset or 0, d.end_offset or 0) for _, d in deletions],
+            policy=policy,
+            problem=lambda path, text: problems.append((path, text)),
+        )
+        decisions = list(cl.decisions)
+        keep_unconsumed = s.daemon.guard_unconsumed == "keep"
+        keep_timers = s.daemon.guard_timers == "keep"
+        # Disk safety wins: above diskSpaceCleanForciblyRatio the files go, loss recorded.
+        guarding = (keep_unconsumed or keep_timers) and not cl.triggers.clean_immediately
+        kept = False
+        for (i, d), loss in zip(deletions, losses, strict=True):
+            if kept:
+                decisions[i] = d._replace(
+                    verdict=Verdict.KEEP, reason=Reason.AFTER_FIRST_KEPT, loss=loss
+                )
+                continue
+            why = loss.protects(unconsumed=keep_unconsumed, timers=keep_timers)
+            if guarding and why is not None:
+                reason = Reason.UNCONSUMED if why == "unconsumed" else Reason.PENDING_TIMER
+                decisions[i] = d._replace(
+                    verdict=Verdict.KEEP, reason=reason, detail=loss.summary(), loss=loss
+                )
+                kept = True
+            else:
+                decisions[i] = d._replace(loss=loss)
+        self.last_loss = tuple(
+            loss for (i, _), loss in zip(deletions, losses, strict=True) if decisions[i].delete
+        )
+        return (
+            replace(cl, decisions=tuple(decisions), min_offset_after=first_kept_offset(decisions)),
+            tuple(problems),
+        )
+
+    def _stale_groups(self, progress: ConsumerProgress, now: int) -> frozenset[str]:
+        """Groups whose offsets have not moved for ``guard.staleAfter`` as this object has
+        watched them (a fresh kind, as ``plan``'s, has seen no group go stale)."""
+        signatures: dict[str, list[tuple[str, int, int]]] = {}
+        for topic, by_group in progress.offsets.items():
+            for group, queues in by_group.items():
+                signatures.setdefault(group, []).extend((topic, q, o) for q, o in queues.items())
+        seen: dict[str, tuple[int, int]] = {}
+        for group, sig in signatures.items():
+            digest = hash(tuple(sorted(sig)))
+            old = self.group_moves.get(group)
+            seen[group] = old if old is not None and old[0] == digest else (digest, now)
+        self.group_moves = seen
+        after = self.settings.daemon.guard_stale_after_ms
+        return frozenset(g for g, (_, since) in seen.items() if now - since >= after)
 
     def _plan_commitlog(self, snap: Snapshot, rnd: RoundServices) -> CommitLogPlan:
         """The CommitLog plan, judged on the disk as it will be once pending bytes are freed.
@@ -233,7 +350,7 @@ class RocketMQ(RocketMQVoice):
         after a restart) the plan is made again with them.
         """
         s = self.settings
-        usage = measure([str(p) for p in s.store_path_commitlog], snap.consumequeue_dir)
+        usage = measure([str(p) for p in s.store.store_path_commitlog], snap.consumequeue_dir)
         self.last_usage = usage
         rnd.refresh_pending()
         cl = self._commitlog_for(snap, usage, rnd)
@@ -272,7 +389,11 @@ class RocketMQ(RocketMQVoice):
         )  # fmt: skip
 
     def status(self) -> dict[str, object]:
-        return {"last_commitlog_min_offset": self.last_physical_min_offset}
+        return {
+            "last_commitlog_min_offset": self.last_physical_min_offset,
+            "store_dir_errors": dict(self.last_dir_errors),
+            "loss": loss_status(self.last_progress, self.last_loss),
+        }
 
     def round_fields(self, plan: Plan, deleted: frozenset[str]) -> dict[str, object]:
         s = self.settings
@@ -323,8 +444,8 @@ class RocketMQ(RocketMQVoice):
     ) -> StoreStats:
         return store_stats(plan, self.settings, deleted, previous)
 
-    def disk_figures(self, settings: Settings, now_ms: int) -> DiskFigures:
-        return disk_figures(settings, now_ms)
+    def disk_figures(self, settings: Settings[StoreSection], now_ms: int) -> DiskFigures:
+        return disk_figures(rocketmq_of(settings), now_ms)
 
     def phases_succeeded(self, plan: Plan) -> tuple[str, ...]:
         """The queue service always completes; the CommitLog one not when the disk could not
@@ -333,25 +454,26 @@ class RocketMQ(RocketMQVoice):
             return self.phases
         return (Kind.CONSUMEQUEUE.value,)
 
-    def cadence(self, settings: Settings) -> Cadence:
+    def cadence(self, settings: Settings[StoreSection]) -> Cadence:
         """cleanResourceInterval; redeleteHangedFileInterval."""
-        return Cadence(
-            settings.clean_resource_interval_ms, settings.redelete_hanged_file_interval_ms
-        )
+        return Cadence(settings.round_interval_ms, settings.retry_interval_ms)
 
-    def status_settings(self, settings: Settings, scan: StatusDoc | None) -> dict[str, object]:
+    def status_settings(
+        self, settings: Settings[StoreSection], scan: StatusDoc | None
+    ) -> dict[str, object]:
         """deleteWhen, and the disk: the last scan's ratios against the thresholds in force."""
+        store = rocketmq_of(settings).store
         triggers = (scan or {}).get("triggers")
         t = triggers if isinstance(triggers, Mapping) else {}
         return {
-            "delete_when": settings.delete_when,
+            "delete_when": store.delete_when,
             "disk": {
                 "commitlog_ratio": t.get("physic_ratio"),
                 "consumequeue_ratio": t.get("logics_ratio"),
                 "state": t.get("disk_state"),
-                "max_used_ratio": settings.disk_max_used_ratio_fraction,
-                "clean_forcibly_ratio": settings.disk_space_clean_forcibly_ratio,
-                "warning_level_ratio": settings.disk_space_warning_level_ratio,
+                "max_used_ratio": store.disk_max_used_ratio_fraction,
+                "clean_forcibly_ratio": store.disk_space_clean_forcibly_ratio,
+                "warning_level_ratio": store.disk_space_warning_level_ratio,
             },
         }
 
@@ -369,21 +491,21 @@ class RocketMQ(RocketMQVoice):
             "manual_rounds_left": manual_rounds_left,
         }
 
-    def info_labels(self, settings: Settings) -> dict[str, str]:
-        s = settings
+    def info_labels(self, settings: Settings[StoreSection]) -> dict[str, str]:
+        s = rocketmq_of(settings)
         return {
-            "file_reserved_time_hours": str(s.file_reserved_time_hours),
-            "delete_when": s.delete_when,
-            "disk_max_used_space_ratio": f"{s.disk_max_used_ratio_fraction:g}",
-            "disk_space_clean_forcibly_ratio": f"{s.disk_space_clean_forcibly_ratio:g}",
-            "disk_space_warning_level_ratio": f"{s.disk_space_warning_level_ratio:g}",
-            "clean_file_forcibly_enable": str(s.clean_file_forcibly_enable).lower(),
-            "delete_file_batch_max": str(s.delete_file_batch_max),
+            "file_reserved_time_hours": str(s.store.file_reserved_time_hours),
+            "delete_when": s.store.delete_when,
+            "disk_max_used_space_ratio": f"{s.store.disk_max_used_ratio_fraction:g}",
+            "disk_space_clean_forcibly_ratio": f"{s.store.disk_space_clean_forcibly_ratio:g}",
+            "disk_space_warning_level_ratio": f"{s.store.disk_space_warning_level_ratio:g}",
+            "clean_file_forcibly_enable": str(s.store.clean_file_forcibly_enable).lower(),
+            "delete_file_batch_max": str(s.store.delete_file_batch_max),
         }
 
-    def reserved_time_s(self, settings: Settings) -> float | None:
+    def reserved_time_s(self, settings: Settings[StoreSection]) -> float | None:
         """fileReservedTime."""
-        return settings.file_reserved_time_hours * 3600.0
+        return rocketmq_of(settings).store.file_reserved_time_hours * 3600.0
 
     def plan_only_notes(self, plan: Plan) -> list[str]:
         return []  # a RocketMQ round deletes beside a running broker, as the broker would
@@ -395,24 +517,24 @@ class RocketMQ(RocketMQVoice):
         s = self.settings
         parent = os.path.dirname(decision.path)
         if decision.kind is Kind.COMMITLOG:
-            if parent not in {str(p) for p in s.store_path_commitlog}:
+            if parent not in {str(p) for p in s.store.store_path_commitlog}:
                 raise PermissionError(f"{parent} is not a configured CommitLog path")
             return open_dir_below(parent)
         if decision.kind is Kind.INDEX:
-            if parent != str(s.index_dir):
+            if parent != str(s.store.index_dir):
                 raise PermissionError(f"{parent} is not the index directory")
             return open_dir_below(parent)
         topic_dir = os.path.dirname(parent)
         if decision.kind is not Kind.CONSUMEQUEUE or os.path.dirname(topic_dir) != str(
-            s.consumequeue_dir
+            s.store.consumequeue_dir
         ):
             raise PermissionError(f"{parent} is not a queue directory of this store")
         return open_dir_below(
-            str(s.consumequeue_dir), os.path.basename(topic_dir), os.path.basename(parent)
+            str(s.store.consumequeue_dir), os.path.basename(topic_dir), os.path.basename(parent)
         )
 
     def _expired(self, d: Decision, now_ms: int) -> bool:
-        reserved = self.settings.file_reserved_time_hours * _HOUR_MS
+        reserved = self.settings.store.file_reserved_time_hours * _HOUR_MS
         return d.identity is not None and now_ms >= d.identity.mtime_ms + reserved
 
     def recheck(
@@ -427,7 +549,9 @@ class RocketMQ(RocketMQVoice):
         if floor is None:
             return "no minimum offset to re-check against"
         if d.kind is Kind.CONSUMEQUEUE:
-            fresh = BinaryReader(self.settings.mapped_file_size_consumequeue).cq_last_offset(d.path)
+            fresh = BinaryReader(self.settings.store.mapped_file_size_consumequeue).cq_last_offset(
+                d.path
+            )
             if fresh.value is None or fresh.value >= floor:
                 return f"last unit re-read as {fresh.value} ({fresh.problem or 'not below'})"
             return None
@@ -438,7 +562,9 @@ class RocketMQ(RocketMQVoice):
 
     def journal_fields(self, decision: Decision, now_ms: int) -> dict[str, object]:
         d = decision
+        loss = {} if d.loss is None else {"loss": d.loss.as_dict()}
         return {
+            **loss,
             # Data removed before fileReservedTime: a forced deletion, or a held file forced
             # out that was not expired either.
             "forced": d.reason in FORCED_REASONS
@@ -447,7 +573,7 @@ class RocketMQ(RocketMQVoice):
                 and d.reason is Reason.FORCED_AFTER_HOLD
                 and not self._expired(d, now_ms)
             ),
-            "file_reserved_time_hours": self.settings.file_reserved_time_hours,
+            "file_reserved_time_hours": self.settings.store.file_reserved_time_hours,
         }
 
 
@@ -473,7 +599,7 @@ def gc_paused() -> Iterator[None]:
             gc.enable()
 
 
-def commitlog_run(cl: CommitLogPlan, settings: Settings) -> Run:
+def commitlog_run(cl: CommitLogPlan, settings: Settings[RocketMQStore]) -> Run:
     """deleteExpiredFileByTime's pacing (spec §4.5): sleep after a deletion unless the batch
     is full or no candidate followed it; at most ``deleteFileBatchMax`` files."""
     candidates = [d for d in cl.decisions if d.reason is not Reason.NEWEST_FILE]
@@ -484,17 +610,17 @@ def commitlog_run(cl: CommitLogPlan, settings: Settings) -> Run:
         deletions.append(d)
     return Run(
         tuple(deletions),
-        pause_between_ms=settings.delete_commitlog_files_interval_ms,
+        pause_between_ms=settings.store.delete_commitlog_files_interval_ms,
         pause_after_last=len(deletions) < len(candidates),
-        batch_max=settings.delete_file_batch_max,
+        batch_max=settings.store.delete_file_batch_max,
     )
 
 
-def queue_runs(qp: QueuesPlan, settings: Settings) -> list[Run]:
+def queue_runs(qp: QueuesPlan, settings: Settings[RocketMQStore]) -> list[Run]:
     """Each queue oldest-first with a sleep after each queue that lost a file (upstream's
     deleteConsumeQueueFilesInterval); then the index list, unpaced."""
     runs = [
-        Run(q.deleted, pause_after_ms=settings.delete_consumequeue_files_interval_ms,
+        Run(q.deleted, pause_after_ms=settings.store.delete_consumequeue_files_interval_ms,
             floor=qp.min_offset)
         for q in qp.queues
         if q.deleted
@@ -516,3 +642,23 @@ def actual_min_offset(cl: CommitLogPlan, outcomes: list[Outcome]) -> int:
         if d.path not in gone:
             return d.start_offset if d.start_offset is not None else -1
     return -1
+
+
+def loss_status(progress: Progress, losses: tuple[Loss, ...]) -> dict[str, object]:
+    """The last round's deletions' loss, summed per group, for ``status``."""
+    per_group: dict[tuple[str, str, str], int] = {}
+    for loss in losses:
+        for g in loss.groups:
+            key = (g.group, g.topic, str(g.state))
+            per_group[key] = per_group.get(key, 0) + g.messages
+    return {
+        "progress": str(progress),
+        "messages": sum(loss.messages for loss in losses),
+        "groups": [
+            {"group": g, "topic": t, "messages": n, "state": st}
+            for (g, t, st), n in sorted(per_group.items(), key=lambda kv: (-kv[1], kv[0]))
+        ],
+        "timers": sum(loss.timers for loss in losses),
+        "half_messages": sum(loss.half_messages for loss in losses),
+        "delay_messages": sum(n for loss in losses for _, n in loss.delay_levels),
+    }

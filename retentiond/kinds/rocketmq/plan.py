@@ -10,13 +10,15 @@ import struct
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from json.encoder import encode_basestring_ascii
+from operator import itemgetter
 from typing import NamedTuple
 
 from retentiond.engine.decision import Decision
 from retentiond.engine.identity import FileIdentity
-from retentiond.engine.jsonstream import Rows, encode_decision, materialize
 from retentiond.kinds.rocketmq.triggers import Triggers
 from retentiond.reasons import SCHEMA_VERSION, AnyReason, Kind, Reason, Verdict
+from retentiond.text.jsonstream import Rows, encode_decision, materialize
+from retentiond.text.units import iso_time
 
 
 class _QueueFields(NamedTuple):
@@ -213,9 +215,29 @@ class CommitLogPlan:
     decisions: tuple[Decision, ...]
     min_offset_before: int
     min_offset_after: int  # projected: first file not planned for deletion
+    reserved_ms: int | None = None  # fileReservedTime: a file expires at mtime + this
+    next_window_ms: int | None = None  # outside a pass: when the next delete hour starts
+    zone: str | None = None  # the configured zone (None: the machine's), for the times shown
 
     def deletions(self) -> list[Decision]:
         return [d for d in self.decisions if d.delete]
+
+    def expires_ms(self, d: Decision) -> int | None:
+        """When a CommitLog file is (or was) old enough to go: its mtime + fileReservedTime."""
+        if d.identity is None or self.reserved_ms is None:
+            return None
+        return d.identity.mtime_ms + self.reserved_ms
+
+    def row(self, d: Decision, now_ms: int) -> dict[str, object]:
+        """A file's row in the plan document: ``Decision.as_dict`` and when it expires; for
+        a file kept because no pass runs now, when the next delete window opens."""
+        data = d.as_dict(now_ms)
+        expires = self.expires_ms(d)
+        if expires is not None:
+            data["expires_ms"] = expires
+        if d.reason is Reason.NOT_TIME_TO_DELETE and self.next_window_ms is not None:
+            data["next_window_ms"] = self.next_window_ms
+        return data
 
 
 @dataclass(frozen=True)
@@ -234,6 +256,9 @@ class Plan:
     # Those of ``errors`` found walking ``consumequeue/``: each names a topic or queue
     # directory that could not be read, and covers only it (the rest of the round went on).
     queue_errors: tuple[str, ...] = ()
+    # (path, text) of the consumer progress files that were not simply read (kinds.rocketmq
+    # .progress): a torn consumerOffset.json read from its .bak, a corrupt or missing one.
+    progress_problems: tuple[tuple[str, str], ...] = ()
 
     # ---- engine.kind.RoundPlan ----------------------------------------------------------
     def decisions(self) -> Iterator[Decision]:
@@ -262,10 +287,43 @@ class Plan:
                 found.append((d.path, d.detail or "unreadable"))
         for path, why in self.foreign:
             found.append((path, f"not a store file ({why}); never touched"))
+        found.extend(self.progress_problems)
         return found
 
     def ran_deletion_pass(self) -> bool:
         return self.commitlog.triggers.fired
+
+    def totals(self) -> dict[str, int]:
+        """Every file this plan gives a verdict, and those that go (what ``plan`` sums up)."""
+        files = len(self.commitlog.decisions) + len(self.queues.index)
+        files += sum(len(q.names) for q in self.queues.queues)
+        deletes = [*self.queues.deletions(), *self.commitlog.deletions()]
+        return {
+            "files": files,
+            "delete_files": len(deletes),
+            "delete_bytes": sum(d.identity.size for d in deletes if d.identity is not None),
+            "keep_files": files - len(deletes),
+        }
+
+    def _envelope(self) -> dict[str, object]:
+        """What every kind's plan document starts with (``docs/plan.md``)."""
+        return {
+            "schema_version": SCHEMA_VERSION,
+            "type": "plan",
+            "kind": "rocketmq",
+            "now_ms": self.now_ms,
+            "now": iso_time(self.now_ms, self.commitlog.zone),
+            "timezone": self.timezone,
+            "config_hash": self.config_hash,
+            "store": [self.store_root],
+            "manual": self.manual,
+            "dry_run": self.dry_run,
+            # what the scan found; the trigger's own error (the disk could not be measured)
+            # only when the scan found none, as it restates one of theirs otherwise
+            "errors": list(self.errors) or self.store_errors(),
+            "problems": [{"path": p, "problem": w} for p, w in self.problems()],
+            "totals": self.totals(),
+        }
 
     def as_dict(self, *, all_queue_files: bool = True) -> dict[str, object]:
         doc = materialize(self.as_document(all_queue_files=all_queue_files))
@@ -276,7 +334,8 @@ class Plan:
         """``as_dict`` with the queue files as ``Rows``, made while ``jsonstream.dump``
         writes them (a 100k-queue plan lists 300k+ files)."""
         now = self.now_ms
-        queues = self.queues.queues
+        cl = self.commitlog
+        queues = sorted_queues(self.queues.queues)
 
         def queue_rows() -> Iterator[dict[str, object]]:
             for q in queues:
@@ -287,21 +346,18 @@ class Plan:
         def queue_text(pad: str) -> Iterator[str]:
             return encode_queue_files(queues, now, pad, all_queue_files=all_queue_files)
 
+        zone = cl.zone
+        window = cl.next_window_ms
         return {
-            "schema_version": SCHEMA_VERSION,
-            "type": "plan",
-            "now_ms": now,
-            "timezone": self.timezone,
-            "config_hash": self.config_hash,
-            "store_root": self.store_root,
-            "manual": self.manual,
-            "dry_run": self.dry_run,
-            "errors": list(self.errors),
+            **self._envelope(),
             "commitlog": {
-                "triggers": self.commitlog.triggers.as_dict(),
-                "min_offset_before": self.commitlog.min_offset_before,
-                "min_offset_after": self.commitlog.min_offset_after,
-                "files": [d.as_dict(now) for d in self.commitlog.decisions],
+                "triggers": cl.triggers.as_dict(),
+                "file_reserved_time_ms": cl.reserved_ms,
+                "next_delete_window_ms": window,
+                "next_delete_window": None if window is None else iso_time(window, zone),
+                "min_offset_before": cl.min_offset_before,
+                "min_offset_after": cl.min_offset_after,
+                "files": [cl.row(d, now) for d in cl.decisions],
             },
             "consumequeue": {
                 "examined": self.queues.examined,
@@ -315,10 +371,22 @@ class Plan:
             },
             "index": {"files": [d.as_dict(now) for d in self.queues.index]},
             "foreign": [{"path": p, "why": w} for p, w in self.foreign],
+            "consumer_progress": {
+                "problems": [{"path": p, "problem": w} for p, w in self.progress_problems]
+            },
         }
 
 
 _BATCH = 2048  # queues encoded per piece handed to the writer
+
+
+def sorted_queues(queues: Sequence[QueueDecision]) -> list[QueueDecision]:
+    """Queues by topic, then queue id, as plans list them (the scan's order is the
+    directories' order on disk)."""
+    return sorted(queues, key=_TOPIC_QUEUE)
+
+
+_TOPIC_QUEUE = itemgetter(0, 1)  # QueueDecision: (topic, queue_id, ...)
 
 
 def encode_queue_files(

@@ -12,8 +12,9 @@ from collections.abc import Iterable, Iterator
 from typing import TYPE_CHECKING
 
 from retentiond.engine.decision import Decision
-from retentiond.engine.units import human_age, human_bytes
+from retentiond.kinds.rocketmq.plan import sorted_queues
 from retentiond.reasons import AnyReason, Reason, Verdict
+from retentiond.text.units import human_age, human_bytes, human_time
 
 if TYPE_CHECKING:
     from retentiond.kinds.rocketmq.plan import Plan, QueueDecision
@@ -42,10 +43,41 @@ def _rows(decisions: Iterable[Decision], now_ms: int) -> list[_Row]:
     return rows
 
 
-def _table(rows: list[_Row]) -> list[str]:
-    widths = [max(len(r[i]) for r in [_HEADER, *rows]) for i in range(len(_HEADER))]
-    fmt = "  ".join(f"{{:{'<' if i == 0 else '>'}{w}}}" for i, w in enumerate(widths))
-    return [fmt.format(*_HEADER), *(fmt.format(*r) for r in rows)]
+def _table(
+    rows: list[_Row] | list[tuple[str, ...]], header: tuple[str, ...] = _HEADER
+) -> list[str]:
+    widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
+    last = len(header) - 1 if len(header) > len(_HEADER) else -1  # WHEN: text, left-aligned
+    fmt = "  ".join(
+        f"{{:{'<' if i in (0, last) else '>'}{w if i != last else ''}}}"
+        for i, w in enumerate(widths)
+    )
+    return [fmt.format(*header).rstrip(), *(fmt.format(*r).rstrip() for r in rows)]
+
+
+_WHEN_HEADER = (*_HEADER, "WHEN")
+
+
+def _when(plan: Plan, d: Decision) -> str:
+    """When a CommitLog file goes: for a file kept because no pass runs, the next delete
+    window; otherwise when it expires (or expired). The newest file goes at no age."""
+    cl = plan.commitlog
+    if d.reason is Reason.NEWEST_FILE:
+        return "never while newest"
+    if d.reason is Reason.NOT_TIME_TO_DELETE and cl.next_window_ms is not None:
+        return f"next window {human_time(cl.next_window_ms, cl.zone)}"
+    expires = cl.expires_ms(d)
+    if expires is None:
+        return "-"
+    verb = "expired" if plan.now_ms >= expires else "expires"
+    return f"{verb} {human_time(expires, cl.zone)}"
+
+
+def _commitlog_rows(plan: Plan) -> list[tuple[str, ...]]:
+    decisions = plan.commitlog.decisions
+    return [
+        (*r, _when(plan, d)) for r, d in zip(_rows(decisions, plan.now_ms), decisions, strict=True)
+    ]
 
 
 def _reason_counts(queues: Iterable[QueueDecision]) -> dict[str, int]:
@@ -108,10 +140,23 @@ def render_plan(plan: Plan, *, all_queue_files: bool = False) -> str:
         scope = "under it" if err in plan.queue_errors else "from this store"
         out.append(f"ERROR: {err} (nothing is deleted {scope})")
     out.append("")
-    out.append("CommitLog")
-    out.extend(_table(_rows(plan.commitlog.decisions, plan.now_ms)))
+    cl = plan.commitlog
+    hours = f"fileReservedTime {human_age(cl.reserved_ms)}" if cl.reserved_ms is not None else ""
+    if cl.next_window_ms is not None:
+        hours += f"; next delete window {human_time(cl.next_window_ms, cl.zone)}"
+    out.append(f"CommitLog ({hours.lstrip('; ')})" if hours else "CommitLog")
+    out.extend(_table(_commitlog_rows(plan), _WHEN_HEADER))
+    losses = [(d.path, d.loss) for d in plan.commitlog.decisions if d.loss is not None]
+    if losses:
+        out.append("")
+        out.append("What the CommitLog deletions lose (consumer progress on disk)")
+        for path, loss in losses:
+            out.append(f"  {path.rsplit('/', 1)[-1]}: {loss.summary()}")
+    for path, text in plan.progress_problems:
+        out.append(f"PROBLEM: {path}: {text}")
     q = plan.queues
-    queue_deletes = [d for qd in q.queues for d in qd.deleted]  # all DELETE (holds stop them)
+    queues = sorted_queues(q.queues)
+    queue_deletes = [d for qd in queues for d in qd.deleted]  # all DELETE (holds stop them)
     out.append("")
     if not q.examined:
         out.append(
@@ -126,7 +171,7 @@ def render_plan(plan: Plan, *, all_queue_files: bool = False) -> str:
             f"{q.file_count} files; examined files by reason: {summary}"
         )
         if all_queue_files:
-            rows = list(_queue_rows(q.queues, plan.now_ms))
+            rows = list(_queue_rows(queues, plan.now_ms))
         else:
             rows = _rows((d for d in queue_deletes if d.delete), plan.now_ms)
         if rows:

@@ -17,6 +17,7 @@ from typing import Any
 
 from retentiond.config.settings import Settings
 from retentiond.engine.identity import identity_of
+from retentiond.kinds.rocketmq.config import RocketMQStore
 from retentiond.kinds.rocketmq.formats import is_never_written
 from retentiond.kinds.rocketmq.names import is_index_name, parse_offset_name, parse_queue_id
 from retentiond.kinds.rocketmq.reader import read_prefix
@@ -29,6 +30,7 @@ from retentiond.kinds.rocketmq.snapshot import (
     Snapshot,
     StoreError,
 )
+from retentiond.kinds.rocketmq.storecheck import store_root_problem
 
 
 def _classify(entry: os.DirEntry[str]) -> ForeignWhy | None:
@@ -43,10 +45,10 @@ def _classify(entry: os.DirEntry[str]) -> ForeignWhy | None:
 
 
 def _scan_commitlog(
-    settings: Settings, foreign: list[ForeignEntry], errors: list[StoreError]
+    settings: Settings[RocketMQStore], foreign: list[ForeignEntry], errors: list[StoreError]
 ) -> tuple[CommitLogFile, ...]:
     by_offset: dict[int, CommitLogFile] = {}
-    for path in settings.store_path_commitlog:
+    for path in settings.store.store_path_commitlog:
         directory = str(path)
         try:
             entries = list(os.scandir(directory))
@@ -491,24 +493,41 @@ def _has_entries(path: str, errors: list[StoreError]) -> bool:
 
 
 def scan(
-    settings: Settings, *, now_ms: int | None = None, lister: QueueLister | None = None
+    settings: Settings[RocketMQStore],
+    *,
+    now_ms: int | None = None,
+    lister: QueueLister | None = None,
 ) -> Snapshot:
     foreign: list[ForeignEntry] = []
     errors: list[StoreError] = []
-    root = str(settings.store_path_root_dir)
-    if not os.path.isdir(root):
-        errors.append(StoreError(root, "store root does not exist or is not a directory"))
+    root = str(settings.store.store_path_root_dir)
+    why = store_root_problem(settings.store.store_path_root_dir)
+    if why is not None:
+        # Missing, unmounted, unreadable or not a store (checked every round, as at start-up):
+        # nothing under it is read, so nothing is planned, deleted or created.
+        errors.append(StoreError(root, f"store root {why}"))
+        return Snapshot(
+            root=root,
+            commitlog=(),
+            index=(),
+            index_dir=str(settings.store.index_dir),
+            consumequeue_dir=str(settings.store.consumequeue_dir),
+            foreign=(),
+            errors=tuple(errors),
+            taken_at_ms=now_ms if now_ms is not None else time.time_ns() // 1_000_000,
+            list_queues=lambda: iter(()),
+        )
     commitlog = _scan_commitlog(settings, foreign, errors)
-    index_dir = str(settings.index_dir)
+    index_dir = str(settings.store.index_dir)
     index = _scan_index(index_dir, foreign, errors)
-    cq_dir = str(settings.consumequeue_dir)
+    cq_dir = str(settings.store.consumequeue_dir)
     has_queues = _has_entries(cq_dir, errors)
     if not commitlog and not errors and (index or has_queues):
         # The broker never deletes its last CommitLog file, so an empty CommitLog beside
         # ConsumeQueue or index files is a disk that is not mounted (an empty mount point).
         errors.append(
             StoreError(
-                ",".join(map(str, settings.store_path_commitlog)),
+                ",".join(map(str, settings.store.store_path_commitlog)),
                 "no CommitLog files although the store has ConsumeQueue or index files "
                 "(a CommitLog disk not mounted?)",
             )

@@ -52,7 +52,7 @@ from retentiond.kinds.rocketmq.reader import Known
 from retentiond.kinds.rocketmq.scan import DIR_KEY, PARENT_KEY, ParentListing, Parents, QueueLister
 from retentiond.kinds.rocketmq.snapshot import QueueListing
 
-log = structlog.get_logger("retentiond.scancache")
+log = structlog.get_logger(__name__)
 
 MAGIC = b"retentiond-rocketmq-scan-cache\n"
 VERSION = 3

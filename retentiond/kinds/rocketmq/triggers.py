@@ -9,11 +9,12 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime, timedelta
 from enum import StrEnum
 from zoneinfo import ZoneInfo
 
 from retentiond.config.settings import Settings
+from retentiond.kinds.rocketmq.config import RocketMQStore
 from retentiond.kinds.rocketmq.disk import DiskUsage
 
 
@@ -40,8 +41,31 @@ def hour_of_day(now_ms: int, timezone: str | None) -> int:
     return datetime.fromtimestamp(now_ms / 1000, ZoneInfo(timezone)).hour
 
 
-def is_time_to_delete(settings: Settings, now_ms: int) -> bool:
-    return hour_of_day(now_ms, settings.daemon.timezone) in settings.delete_hours
+def next_delete_window(settings: Settings[RocketMQStore], now_ms: int) -> int | None:
+    """When the next delete hour starts (epoch ms): the start of the first hour of
+    ``deleteWhen``, in the configured zone, at or after the hour holding ``now_ms`` (inside a
+    delete hour, that hour's start). None when no hour is configured."""
+    hours = set(settings.store.delete_hours)
+    if not hours:
+        return None
+    tz = settings.daemon.timezone
+    zone = ZoneInfo(tz) if tz else None
+    now = (
+        datetime.fromtimestamp(now_ms / 1000, zone)
+        if zone
+        else datetime.fromtimestamp(now_ms / 1000).astimezone()
+    )
+    start = now.replace(minute=0, second=0, microsecond=0).astimezone(UTC)
+    for _ in range(50):  # a day, and a DST change
+        local = start.astimezone(zone) if zone else start.astimezone()
+        if local.hour in hours:
+            return int(start.timestamp() * 1000)
+        start += timedelta(hours=1)  # absolute time: a DST change moves the local hour
+    return None
+
+
+def is_time_to_delete(settings: Settings[RocketMQStore], now_ms: int) -> bool:
+    return hour_of_day(now_ms, settings.daemon.timezone) in settings.store.delete_hours
 
 
 @dataclass(frozen=True)
@@ -83,23 +107,25 @@ class Triggers:
         }
 
 
-def disk_state(settings: Settings, ratios: list[float]) -> DiskState:
+def disk_state(settings: Settings[RocketMQStore], ratios: list[float]) -> DiskState:
     worst = max(ratios, default=0.0)
-    if worst > settings.disk_space_warning_level_ratio:
+    if worst > settings.store.disk_space_warning_level_ratio:
         return DiskState.WARNING_LEVEL
-    if worst > settings.disk_space_clean_forcibly_ratio:
+    if worst > settings.store.disk_space_clean_forcibly_ratio:
         return DiskState.CLEAN_FORCIBLY
-    if worst > settings.disk_max_used_ratio_fraction:
+    if worst > settings.store.disk_max_used_ratio_fraction:
         return DiskState.OVER_MAX_RATIO
     return DiskState.OK
 
 
-def evaluate(settings: Settings, now_ms: int, disk: DiskUsage, *, manual: bool) -> Triggers:
+def evaluate(
+    settings: Settings[RocketMQStore], now_ms: int, disk: DiskUsage, *, manual: bool
+) -> Triggers:
     hour = hour_of_day(now_ms, settings.daemon.timezone)
-    time_up = hour in settings.delete_hours
-    warning = settings.disk_space_warning_level_ratio
-    forcibly = settings.disk_space_clean_forcibly_ratio
-    max_ratio = settings.disk_max_used_ratio_fraction
+    time_up = hour in settings.store.delete_hours
+    warning = settings.store.disk_space_warning_level_ratio
+    forcibly = settings.store.disk_space_clean_forcibly_ratio
+    max_ratio = settings.store.disk_max_used_ratio_fraction
 
     if disk.errors:
         return Triggers(
@@ -136,7 +162,7 @@ def evaluate(settings: Settings, now_ms: int, disk: DiskUsage, *, manual: bool) 
         usage_exceeds=usage_exceeds,
         manual=manual,
         clean_immediately=clean_immediately,
-        clean_at_once=clean_immediately and settings.clean_file_forcibly_enable,
+        clean_at_once=clean_immediately and settings.store.clean_file_forcibly_enable,
         physic_ratio=physic,
         logics_ratio=logics,
         disk_state=state,

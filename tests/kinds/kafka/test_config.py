@@ -6,8 +6,9 @@ from pathlib import Path
 
 import pytest
 
+from retentiond.config.problems import ConfigError
+from retentiond.kinds import load_settings
 from retentiond.kinds.kafka.config import (
-    KafkaConfigError,
     load_server_properties,
     parse_properties,
 )
@@ -84,7 +85,7 @@ def test_strict_errors_name_file_key_and_value(tmp_path: Path) -> None:
         "log.retention.check.interval.ms=0\nlog.cleanup.policy=delete,archive\n"
         "retentiond.kafka.unknownTopics=maybe\nretentiond.kafka.timeIndexCompat=1\n",
     )
-    with pytest.raises(KafkaConfigError) as e:
+    with pytest.raises(ConfigError) as e:
         load_server_properties(path)
     text = str(e.value)
     for frag in (
@@ -100,10 +101,10 @@ def test_strict_errors_name_file_key_and_value(tmp_path: Path) -> None:
 
 
 def test_not_kafka_or_ambiguous(tmp_path: Path) -> None:
-    with pytest.raises(KafkaConfigError, match=r"neither log\.dirs nor log\.dir"):
+    with pytest.raises(ConfigError, match=r"neither log\.dirs nor log\.dir"):
         load_server_properties(write(tmp_path, "brokerName=a\n"))
-    with pytest.raises(KafkaConfigError, match="both a Kafka and a RocketMQ"):
-        load_server_properties(write(tmp_path, "log.dirs=/x\nstorePathRootDir=/s\n"))
+    with pytest.raises(ConfigError, match="both a Kafka and a RocketMQ"):
+        load_settings(write(tmp_path, "log.dirs=/x\nstorePathRootDir=/s\n"))
 
 
 def test_topic_overrides_file_and_unknown_topics(tmp_path: Path) -> None:
@@ -128,5 +129,5 @@ def test_topic_overrides_file_and_unknown_topics(tmp_path: Path) -> None:
 def test_bad_override_value_is_refused(tmp_path: Path) -> None:
     (tmp_path / "o.yaml").write_text("orders: {retention.ms: -5}\n")
     path = write(tmp_path, "log.dirs=/x\nretentiond.kafka.topicOverrides=o.yaml\n")
-    with pytest.raises(KafkaConfigError, match=r"o\.yaml: orders: retention\.ms='-5'"):
+    with pytest.raises(ConfigError, match=r"o\.yaml: orders: retention\.ms='-5'"):
         load_server_properties(path)

@@ -1,4 +1,4 @@
-"""Idle Kafka rounds fold into ``round_summary`` records like RocketMQ's (``engine/rollup.py``
+"""Idle Kafka rounds fold into ``round_summary`` records like RocketMQ's (``journal/rollup.py``
 through ``Kafka.idle_view``): real rounds of the engine on a generated log dir, with the
 clock moved forward, journaled to a real journal."""
 
@@ -6,10 +6,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from retentiond.config.loader import load_settings
 from retentiond.engine.cleaner import Cleaner
 from retentiond.journal.writer import Journal
-from retentiond.kinds import kind_for
+from retentiond.kinds import kind_for, load_settings
 from retentiond.storegen.kafka import KafkaStoreSpec, generate_kafka_store, write_server_properties
 from tests.conftest import ORIGIN, records
 

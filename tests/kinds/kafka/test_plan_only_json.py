@@ -9,10 +9,10 @@ import io
 import json
 from pathlib import Path
 
-from retentiond.engine import jsonstream
 from retentiond.kinds.kafka.plan import KafkaPlan, LogDirPlan
 from retentiond.kinds.kafka.policy import TopicConfig, plan_partition
 from retentiond.kinds.kafka.scan import scan_log_dir
+from retentiond.text import jsonstream
 from tests.kinds.kafka.kafkalog import KafkaLog, R
 
 NOW = 1_700_000_000_000

@@ -61,7 +61,10 @@ def real_round(
     log = build(log_dir)
     props = tmp_path / "server.properties"
     props.write_text(f"node.id=1\nlog.dirs={log_dir}\n")
-    kind = Kafka(SimpleNamespace(config_hash="h"), load_server_properties(str(props)))  # type: ignore[arg-type]
+    kind = Kafka(
+        SimpleNamespace(config_hash="h", daemon=SimpleNamespace(timezone=None)),
+        load_server_properties(str(props)),
+    )  # type: ignore[arg-type]
     kind._config_for = lambda _snap, _topic: config  # type: ignore[method-assign]
     planned: list[PartitionPlan] = []
     real_plan_partition = kind_module.plan_partition

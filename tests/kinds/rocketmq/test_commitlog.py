@@ -7,11 +7,12 @@ from pathlib import Path
 from hypothesis import given
 from hypothesis import strategies as st
 
-from retentiond.config.settings import Settings
+from retentiond.config.settings import DaemonSettings, Settings
 from retentiond.engine.identity import FileIdentity
 from retentiond.kinds.rocketmq.commitlog import plan_commitlog
+from retentiond.kinds.rocketmq.config import rocketmq_settings
 from retentiond.kinds.rocketmq.snapshot import CommitLogFile
-from retentiond.kinds.rocketmq.triggers import DiskState, Triggers
+from retentiond.kinds.rocketmq.triggers import DiskState, Triggers, next_delete_window
 from retentiond.reasons import DELETE_REASONS, Reason, Verdict
 
 SIZE = 1024
@@ -27,7 +28,7 @@ def settings(**kw) -> Settings:
         file_reserved_time_hours=1,
     )
     base.update(kw)
-    return Settings(**base)
+    return rocketmq_settings(**base)
 
 
 def files(ages_h: list[float], preallocated: int = 0) -> tuple[CommitLogFile, ...]:
@@ -68,8 +69,9 @@ def test_never_past_the_first_file_that_does_not_qualify():
     plan = plan_commitlog(files(ages), triggers(time_up=True), settings(delete_file_batch_max=50),
                           NOW)  # fmt: skip
     assert len(plan.deletions()) == 5
-    assert plan.decisions[5].reason is Reason.NOT_EXPIRED
-    assert {d.reason for d in plan.decisions[6:-1]} == {Reason.AFTER_FIRST_KEPT}
+    assert {d.reason for d in plan.decisions[5:21]} == {Reason.NOT_EXPIRED}
+    # kept only because a younger file stops the pass before them
+    assert {d.reason for d in plan.decisions[21:-1]} == {Reason.AFTER_FIRST_KEPT}
 
 
 def test_newest_data_file_and_preallocated_files_are_kept_even_when_forced():
@@ -131,3 +133,77 @@ def test_invariants(ages, prealloc, batch, time_up, usage, at_once):
             assert d.identity.mtime_ms + HOUR <= NOW
     if not (time_up or usage or at_once):
         assert not any(deleted)
+
+
+# ---- what a kept file's reason says --------------------------------------------------------
+
+
+def test_in_a_pass_a_young_file_behind_the_batch_limit_is_not_expired():
+    """In the delete hour, files past deleteFileBatchMax that are expired say batch_limit;
+    those younger than fileReservedTime say not_expired, never batch_limit."""
+    plan = plan_commitlog(files([5] * 15 + [0.1] * 5), triggers(time_up=True), settings(), NOW)
+    reasons = [d.reason for d in plan.decisions]
+    assert reasons == (
+        [Reason.EXPIRED] * 10 + [Reason.BATCH_LIMIT] * 5 + [Reason.NOT_EXPIRED] * 4
+        + [Reason.NEWEST_FILE]
+    )  # fmt: skip
+
+
+def test_outside_the_delete_hour_expired_files_wait_and_young_ones_are_not_expired():
+    s = settings(delete_hours=(4,), daemon=DaemonSettings(timezone="UTC"))
+    plan = plan_commitlog(files([5, 5, 0.5, 0.2]), triggers(), s, NOW)
+    assert [d.reason for d in plan.decisions] == [
+        Reason.NOT_TIME_TO_DELETE, Reason.NOT_TIME_TO_DELETE, Reason.NOT_EXPIRED,
+        Reason.NEWEST_FILE,
+    ]  # fmt: skip
+    assert plan.next_window_ms == next_delete_window(s, NOW) and plan.next_window_ms > NOW
+    for d in plan.decisions:
+        assert plan.expires_ms(d) == d.identity.mtime_ms + HOUR  # fileReservedTime 1 h
+
+
+def test_a_forced_pass_keeps_young_files_behind_the_batch_limit_as_batch_limit():
+    """Over the clean-forcibly ratio age does not matter: every file behind the limit would
+    have gone, so each says batch_limit."""
+    plan = plan_commitlog(files([0.1] * 15), triggers(at_once=True), settings(), NOW)
+    assert [d.reason for d in plan.decisions[10:14]] == [Reason.BATCH_LIMIT] * 4
+    assert plan.next_window_ms is None  # a pass ran
+
+
+def _reference_deletions(ages, prealloc, batch, fired, at_once):
+    """Upstream's deleteExpiredFileByTime, as the paths it deletes: oldest first, stop at the
+    first file that does not qualify, at most ``batch``, never the newest data file."""
+    if not fired:
+        return []
+    out = []
+    for i, age in enumerate(ages[:-1]):  # the last data file is the newest: it stays
+        expired = int((NOW - age * HOUR) * 1_000_000) // 1_000_000 + HOUR <= NOW
+        if not (expired or at_once) or len(out) == batch:
+            break
+        out.append(f"/s/commitlog/{i * SIZE:020d}")
+    return out
+
+
+@given(
+    ages=st.lists(st.floats(min_value=0, max_value=3), min_size=0, max_size=30),
+    prealloc=st.integers(0, 2),
+    batch=st.integers(1, 12),
+    time_up=st.booleans(),
+    usage=st.booleans(),
+    at_once=st.booleans(),
+)
+def test_labels_change_no_deletion(ages, prealloc, batch, time_up, usage, at_once):
+    """The deletions are upstream's; a kept file's reason is not_expired exactly when it is
+    younger than fileReservedTime and the pass (if any) is not a forced one."""
+    fs = files(ages, preallocated=prealloc) if ages else ()
+    t = triggers(time_up=time_up, usage=usage, at_once=at_once)
+    plan = plan_commitlog(fs, t, settings(delete_file_batch_max=batch), NOW)
+    assert [d.path for d in plan.deletions()] == _reference_deletions(
+        ages, prealloc, batch, t.fired, t.clean_at_once
+    )
+    for d in plan.decisions:
+        if d.delete or d.reason is Reason.NEWEST_FILE:
+            continue
+        young = d.identity.mtime_ms + HOUR > NOW
+        assert (d.reason is Reason.NOT_EXPIRED) == (young and not t.clean_at_once), d
+        if d.reason in (Reason.BATCH_LIMIT, Reason.AFTER_FIRST_KEPT, Reason.NOT_TIME_TO_DELETE):
+            assert not young or t.clean_at_once

@@ -7,10 +7,9 @@ from __future__ import annotations
 
 import dataclasses
 
-from retentiond.config.loader import load_settings
 from retentiond.engine.cleaner import Cleaner
 from retentiond.journal.writer import Journal, Origin
-from retentiond.kinds import kind_for
+from retentiond.kinds import kind_for, load_settings
 from retentiond.kinds.rocketmq.triggers import hour_of_day
 from retentiond.storegen.rocketmq import PRESETS, generate_store, write_config
 from tests.engine.test_store_safety import tree

@@ -19,14 +19,14 @@ from pathlib import Path
 
 import pytest
 
-from retentiond.engine import jsonstream
 from retentiond.engine.decision import Decision
 from retentiond.engine.identity import FileIdentity
-from retentiond.engine.units import human_age, human_bytes
 from retentiond.kinds.rocketmq.plan import CommitLogPlan, Plan, QueueDecision, QueuesPlan
 from retentiond.kinds.rocketmq.report import render_plan
 from retentiond.kinds.rocketmq.triggers import DiskState, Triggers
-from retentiond.reasons import Kind, Reason, Verdict
+from retentiond.reasons import SCHEMA_VERSION, Kind, Reason, Verdict
+from retentiond.text import jsonstream
+from retentiond.text.units import human_age, human_bytes, human_time
 from tests.conftest import expired_spec, make_store, run_cli
 
 # ---- the plain forms ----------------------------------------------------------------------
@@ -41,11 +41,46 @@ def _plain_rows(decisions: Iterable[Decision], now_ms: int) -> list[tuple[str, .
     return rows
 
 
-def _plain_table(rows: list[tuple[str, ...]]) -> list[str]:
-    header = ("FILE", "SIZE", "AGE", "VERDICT", "REASON")
+def _plain_table(rows: list[tuple[str, ...]], when: bool = False) -> list[str]:
+    header = ("FILE", "SIZE", "AGE", "VERDICT", "REASON", *(("WHEN",) if when else ()))
     widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
-    fmt = "  ".join(f"{{:{'<' if i == 0 else '>'}{w}}}" for i, w in enumerate(widths))
-    return [fmt.format(*header), *(fmt.format(*r) for r in rows)]
+    if when:
+        widths[-1] = 0  # the last column is text, not padded
+    fmt = "  ".join(
+        f"{{:{'<' if i == 0 or (when and i == 5) else '>'}{w or ''}}}" for i, w in enumerate(widths)
+    )
+    return [fmt.format(*header).rstrip(), *(fmt.format(*r).rstrip() for r in rows)]
+
+
+def _plain_when(plan: Plan, d: Decision) -> str:
+    cl = plan.commitlog
+    if d.reason is Reason.NEWEST_FILE:
+        return "never while newest"
+    if d.reason is Reason.NOT_TIME_TO_DELETE and cl.next_window_ms is not None:
+        return f"next window {human_time(cl.next_window_ms, cl.zone)}"
+    if d.identity is None or cl.reserved_ms is None:
+        return "-"
+    expires = d.identity.mtime_ms + cl.reserved_ms
+    return ("expired " if plan.now_ms >= expires else "expires ") + human_time(expires, cl.zone)
+
+
+def _plain_commitlog(plan: Plan) -> list[str]:
+    cl = plan.commitlog
+    parts = []
+    if cl.reserved_ms is not None:
+        parts.append(f"fileReservedTime {human_age(cl.reserved_ms)}")
+    if cl.next_window_ms is not None:
+        parts.append(f"next delete window {human_time(cl.next_window_ms, cl.zone)}")
+    rows = [
+        (*row, _plain_when(plan, d))
+        for row, d in zip(_plain_rows(cl.decisions, plan.now_ms), cl.decisions, strict=True)
+    ]
+    head = f"CommitLog ({'; '.join(parts)})" if parts else "CommitLog"
+    return [head, *_plain_table(rows, when=True)]
+
+
+def _by_queue(queues: Iterable[QueueDecision]) -> list[QueueDecision]:
+    return sorted(queues, key=lambda qd: (qd.topic, qd.queue_id))
 
 
 def plain_text(plan: Plan, *, all_queue_files: bool = False) -> str:
@@ -62,7 +97,12 @@ def plain_text(plan: Plan, *, all_queue_files: bool = False) -> str:
         f"state={t.disk_state}",
     ]
     out += [f"ERROR: {e} (nothing is deleted from this store)" for e in plan.store_errors()]
-    out += ["", "CommitLog", *_plain_table(_plain_rows(plan.commitlog.decisions, plan.now_ms))]
+    out += ["", *_plain_commitlog(plan)]
+    lossy = [d for d in plan.commitlog.decisions if d.loss is not None]
+    if lossy:
+        out += ["", "What the CommitLog deletions lose (consumer progress on disk)"]
+        out += [f"  {os.path.basename(d.path)}: {d.loss.summary()}" for d in lossy if d.loss]
+    out += [f"PROBLEM: {path}: {text}" for path, text in plan.progress_problems]
     q = plan.queues
     out.append("")
     if not q.examined:
@@ -71,7 +111,7 @@ def plain_text(plan: Plan, *, all_queue_files: bool = False) -> str:
             f"CommitLog min offset {q.min_offset}, last acted on {q.last_min_offset})"
         )
     else:
-        every = [d for qd in q.queues for d in qd.decisions()]
+        every = [d for qd in _by_queue(q.queues) for d in qd.decisions()]
         reasons = Counter(str(d.reason) for d in every)
         summary = ", ".join(f"{k}={v}" for k, v in sorted(reasons.items())) or "nothing examined"
         out.append(
@@ -112,7 +152,7 @@ def assert_same_output(plan: Plan) -> None:
         assert text == json.dumps(plain, indent=2)
     files = json.loads(streamed(plan))["consumequeue"]["files"]
     assert [f["path"] for f in files] == [
-        d.path for qd in plan.queues.queues for d in qd.decisions()
+        d.path for qd in _by_queue(plan.queues.queues) for d in qd.decisions()
     ]
 
 
@@ -171,6 +211,7 @@ def test_the_cli_writes_the_same_documents(tmp_path: Path) -> None:
     mine = store.cleaner().plan().as_dict()
     for d in (doc, mine):  # the clocks differ: compare all but the times
         d.pop("now_ms")
+        d.pop("now")
         for part in ("commitlog", "consumequeue", "index"):
             for f in d[part]["files"]:
                 f.pop("age_ms", None)
@@ -260,7 +301,8 @@ def hand_plan(*, examined: bool = True, foreign: int = 3) -> Plan:
 def test_hand_made_plans_render_as_their_plain_forms(plan: Plan) -> None:
     assert_same_output(plan)
     text = json.loads(streamed(plan))
-    assert text["schema_version"] == 2 and text["type"] == "plan"
+    assert text["schema_version"] == SCHEMA_VERSION and text["type"] == "plan"
+    assert text["kind"] == "rocketmq"
 
 
 def test_queue_rows_come_in_queue_order_however_the_batches_fall(monkeypatch) -> None:

@@ -122,7 +122,7 @@ def test_a_daemon_walks_the_queues_again_while_a_directory_is_unreadable(
     topic = store.root / "consumequeue" / "TopicTest0"
     script = (
         "import json, os, sys\n"
-        "from retentiond.config.loader import load_settings\n"
+        "from retentiond.kinds import load_settings\n"
         "from retentiond.engine.cleaner import Cleaner\n"
         "from retentiond.journal.writer import Journal, Origin\n"
         "from retentiond.kinds import kind_for\n"

@@ -16,9 +16,8 @@ from array import array
 import pytest
 from structlog.testing import capture_logs
 
-from retentiond.config.loader import load_settings
 from retentiond.engine.cleaner import Cleaner
-from retentiond.kinds import kind_for
+from retentiond.kinds import kind_for, load_settings
 from retentiond.kinds.rocketmq import scancache
 from retentiond.kinds.rocketmq.formats import CQ_UNIT_SIZE
 from retentiond.kinds.rocketmq.triggers import hour_of_day
@@ -294,7 +293,7 @@ def test_a_cache_in_another_order_than_the_walk_is_used_by_path(env):
     lister = writer.lister
     lister._queues = dict(reversed(list(lister._queues.items())))
     assert scancache.save(
-        cache, str(settings.consumequeue_dir), lister, writer.queue_memo, None,
+        cache, str(settings.store.consumequeue_dir), lister, writer.queue_memo, None,
         writer.reader.cq_file_size,
     )  # fmt: skip
     kind, cached = _deleted(settings)

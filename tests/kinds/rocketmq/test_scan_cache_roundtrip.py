@@ -141,7 +141,9 @@ def _cold_and_cached(settings_) -> tuple[dict, dict, int]:
 def _loads(path: Path, settings_) -> scancache.Loaded:
     with capture_logs() as logs:
         got = scancache.load(
-            path, str(settings_.consumequeue_dir), settings_.mapped_file_size_consumequeue
+            path,
+            str(settings_.store.consumequeue_dir),
+            settings_.store.mapped_file_size_consumequeue,
         )
     assert not logs, logs
     assert got is not None
@@ -159,7 +161,7 @@ def _check(shape: Shape, tmp: Path) -> None:
     kind = cleaner.kind
     path = kind._scan_cache_path()
     assert path is not None
-    cq = str(store.settings.consumequeue_dir)
+    cq = str(store.settings.store.consumequeue_dir)
     if path.exists():  # the round listed or read something, and wrote what it remembers
         _loads(path, store.settings)
         cold, cached, _ = _cold_and_cached(store.settings)

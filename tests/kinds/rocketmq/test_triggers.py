@@ -9,8 +9,14 @@ import pytest
 
 from retentiond.config.settings import DaemonSettings, Settings
 from retentiond.engine.disk import PathUsage, adjusted, ratio_from_counts
+from retentiond.kinds.rocketmq.config import rocketmq_settings
 from retentiond.kinds.rocketmq.disk import DiskUsage
-from retentiond.kinds.rocketmq.triggers import DiskState, evaluate, hour_of_day
+from retentiond.kinds.rocketmq.triggers import (
+    DiskState,
+    evaluate,
+    hour_of_day,
+    next_delete_window,
+)
 
 
 def settings(**kw) -> Settings:
@@ -20,7 +26,7 @@ def settings(**kw) -> Settings:
         daemon=DaemonSettings(timezone="UTC"),
     )
     base.update(kw)
-    return Settings(**base)
+    return rocketmq_settings(**base)
 
 
 def usage(*commitlog: float | None, cq: float | None = 0.1) -> DiskUsage:
@@ -93,3 +99,48 @@ def test_unmeasurable_path_is_an_error_never_a_reason_to_delete():
 
 def test_manual_round_fires_outside_the_hour():
     assert evaluate(settings(), AT_05, usage(0.1), manual=True).fired
+
+
+def _ms(*args: int, tz: str = "UTC") -> int:
+    from zoneinfo import ZoneInfo
+
+    return int(datetime(*args, tzinfo=ZoneInfo(tz)).timestamp() * 1000)  # type: ignore[misc]
+
+
+def test_next_delete_window_starts_at_the_next_delete_hour_of_the_zone():
+    s = settings(delete_when="04", delete_hours=(4,))
+    assert next_delete_window(s, AT_05) == _ms(2026, 1, 2, 4)  # tomorrow at 04:00
+    assert next_delete_window(s, AT_04) == _ms(2026, 1, 1, 4)  # inside it: this hour's start
+    two = settings(delete_hours=(1, 22))
+    assert next_delete_window(two, AT_05) == _ms(2026, 1, 1, 22)
+    # Asia/Kolkata is UTC+05:30: its hours start at half past in UTC
+    india = settings(delete_hours=(12,), daemon=DaemonSettings(timezone="Asia/Kolkata"))
+    assert next_delete_window(india, AT_05) == _ms(2026, 1, 1, 12, tz="Asia/Kolkata")
+    assert datetime.fromtimestamp(next_delete_window(india, AT_05) / 1000, UTC).minute == 30
+
+
+def test_next_delete_window_across_a_dst_change():
+    """Europe/Paris skips 02:00-03:00 on 2025-03-30: a window at hour 2 opens the next day;
+    hour 4 opens that morning, one UTC hour earlier than the day before."""
+    paris = DaemonSettings(timezone="Europe/Paris")
+    before = _ms(2025, 3, 30, 1, 30, tz="Europe/Paris")
+    at_two = settings(delete_hours=(2,), daemon=paris)
+    assert next_delete_window(at_two, before) == _ms(2025, 3, 31, 2, tz="Europe/Paris")
+    at_four = settings(delete_hours=(4,), daemon=paris)
+    assert next_delete_window(at_four, before) == _ms(2025, 3, 30, 2)  # 04:00 CEST = 02:00 UTC
+
+
+def test_next_delete_window_in_the_machine_zone_follows_the_c_library(monkeypatch):
+    """``timezone`` unset: the machine's zone, as ``hour_of_day`` reads it (TZ here)."""
+    import time
+
+    monkeypatch.setenv("TZ", "America/New_York")
+    time.tzset()
+    try:
+        local = settings(delete_hours=(4,), daemon=DaemonSettings(timezone=None))
+        at = next_delete_window(local, AT_05)
+        assert at == _ms(2026, 1, 1, 4, tz="America/New_York")
+        assert hour_of_day(at, None) == 4
+    finally:
+        monkeypatch.undo()
+        time.tzset()

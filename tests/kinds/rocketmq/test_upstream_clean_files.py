@@ -178,9 +178,8 @@ def test_deleting_ten_files_sleeps_between_them(tmp_path):
 
 @pytest.mark.parametrize("interval", [0, 100])
 def test_pacing_sleeps_exactly_where_upstream_does(tmp_path, interval, open_journal):
-    from retentiond.config.loader import load_settings
     from retentiond.engine.cleaner import Cleaner
-    from retentiond.kinds import kind_for
+    from retentiond.kinds import kind_for, load_settings
 
     _, config = make_store(tmp_path / "store", tmp_path, deleteWhen=this_hour(),
                            deleteCommitLogFilesInterval=interval)  # fmt: skip

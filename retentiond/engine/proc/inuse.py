@@ -23,10 +23,10 @@ from typing import NamedTuple
 
 import structlog
 
-from retentiond.engine.holders import PROC, HolderMap, LockOwner, build_holder_map, find_owner
-from retentiond.engine.processes import describe
+from retentiond.engine.proc.files import PROC, HolderMap, LockOwner, build_holder_map, find_owner
+from retentiond.engine.proc.processes import describe
 
-log = structlog.get_logger("retentiond.inuse")
+log = structlog.get_logger(__name__)
 
 UNREADABLE_NAMED = 10  # processes named in the warning (all are counted)
 _CAP_SYS_PTRACE = 19  # bit of the capability sets in /proc/self/status

@@ -6,13 +6,12 @@ import dataclasses
 import io
 import json
 
-from retentiond.config.loader import load_settings
-from retentiond.engine import jsonstream
 from retentiond.engine.cleaner import Cleaner
-from retentiond.engine.jsonstream import Rows
-from retentiond.kinds import kind_for
+from retentiond.kinds import kind_for, load_settings
 from retentiond.kinds.rocketmq.triggers import hour_of_day
 from retentiond.storegen.rocketmq import PRESETS, generate_store, write_config
+from retentiond.text import jsonstream
+from retentiond.text.jsonstream import Rows
 
 
 def _both(doc) -> tuple[str, str]:

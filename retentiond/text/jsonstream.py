@@ -116,6 +116,7 @@ def encode_decision(d: Decision, now_ms: int, pad: str) -> str:
         and type(topic) is str
         and type(queue_id) is int
         and d.detail is None
+        and d.loss is None
     ):  # a queue file: the shape of most rows, written at once
         mtime = ident.mtime_ms
         return (
@@ -131,6 +132,9 @@ def encode_decision(d: Decision, now_ms: int, pad: str) -> str:
         value = getattr(d, key)
         if value is not None:
             parts.append(f'{k}{key}": {_scalar(value)}')
+    if d.loss is not None:
+        nested = json.dumps(d.loss.as_dict(), indent=2).replace("\n", "\n" + pad + "  ")
+        parts.append(f'{k}loss": {nested}')
     parts.append("\n" + pad + "}")
     return "".join(parts)
 

@@ -6,8 +6,8 @@ with "Map failed", one that reaches its ``RLIMIT_NOFILE`` cannot open the next f
 retention is what keeps both in check. So each round (never more often: ``OwnerWatch`` is
 refreshed by the Cleaner's round, scrapes and ``status`` read the last report) we read:
 
-* with psutil: pid, executable name, command line (RocketMQ's ``BrokerStartup`` and Kafka's
-  ``kafka.Kafka`` are recognised; another lock holder is warned about once), user, start
+* with psutil: pid, executable name, command line (the store kind's broker is recognised by
+  its main classes, ``BrokerMain``; another lock holder is warned about once), user, start
   time, resident memory, open descriptors and the soft ``RLIMIT_NOFILE``;
 * by hand: the number of memory maps, as lines of ``/proc/<pid>/maps`` (see ``count_maps``),
   and ``/proc/sys/vm/max_map_count``.
@@ -27,27 +27,24 @@ from typing import TypeVar
 import psutil
 import structlog
 
-from retentiond.engine.holders import PROC, LockOwner
-from retentiond.engine.processes import procfs, same_pid_namespace, short_command
+from retentiond.engine.kind import BrokerMain
+from retentiond.engine.proc.files import PROC, LockOwner
+from retentiond.engine.proc.processes import procfs, same_pid_namespace, short_command
 
 T = TypeVar("T")
 
-log = structlog.get_logger("retentiond.owner")
+log = structlog.get_logger(__name__)
 
-# The last dotted part of a RocketMQ broker's main class (5.x also ships a container that runs
-# brokers in one JVM); Kafka's main class in ZooKeeper and KRaft mode alike.
-ROCKETMQ_MAIN = frozenset({"BrokerStartup", "BrokerContainerStartup"})
-KAFKA_MAIN = "kafka.Kafka"
 _CHUNK = 1 << 20
 
 
-def recognise(cmdline: Sequence[str]) -> tuple[str, str | None]:
-    """``(type, main class)``: ``rocketmq``, ``kafka`` or ``other`` (no main class)."""
+def recognise(cmdline: Sequence[str], brokers: Sequence[BrokerMain]) -> tuple[str, str | None]:
+    """``(type, main class)``: the type of the first of ``brokers`` whose main class is an
+    argument, or ``other`` (no main class)."""
     for arg in cmdline:
-        if arg == KAFKA_MAIN:
-            return "kafka", arg
-        if arg.rsplit(".", 1)[-1] in ROCKETMQ_MAIN:
-            return "rocketmq", arg
+        for broker in brokers:
+            if broker.matches(arg):
+                return broker.type, arg
     return "other", None
 
 
@@ -134,8 +131,10 @@ def _why(exc: BaseException) -> str:
     return type(exc).__name__
 
 
-def read_owner(pid: int, proc_root: str = PROC) -> OwnerFigures | None:
-    """The figures of ``pid``; None if it is gone."""
+def read_owner(
+    pid: int, proc_root: str = PROC, brokers: Sequence[BrokerMain] = ()
+) -> OwnerFigures | None:
+    """The figures of ``pid`` (its type told by ``brokers``); None if it is gone."""
     unreadable: list[str] = []
     same_ns = same_pid_namespace(proc_root, pid)
 
@@ -177,7 +176,7 @@ def read_owner(pid: int, proc_root: str = PROC) -> OwnerFigures | None:
     cmdline: tuple[str, ...]
     if got_cmdline is not None:
         cmdline = got_cmdline
-        kind, main = recognise(cmdline)
+        kind, main = recognise(cmdline, brokers)
     else:
         cmdline, (kind, main) = (), ("unknown", None)
     return OwnerFigures(
@@ -221,8 +220,9 @@ class OwnerWatch:
     """The owner's figures, read at most once per ``refresh`` (the Cleaner calls it once per
     round), and the one-time warning about a lock holder that is no known broker."""
 
-    def __init__(self, proc_root: str = PROC) -> None:
+    def __init__(self, proc_root: str = PROC, brokers: Sequence[BrokerMain] = ()) -> None:
         self.proc_root = proc_root
+        self.brokers = tuple(brokers)  # the store kind's broker, by its main classes
         self.report: OwnerReport | None = None  # None until the first refresh
         self.reads = 0  # how many times the figures were read (tests: never per scrape)
         self._warned: set[tuple[int, float | None]] = set()
@@ -233,7 +233,7 @@ class OwnerWatch:
         if owner.running and owner.pids:
             # A POSIX lock belongs to one process; several pids would be a broker restarting.
             try:
-                figures = read_owner(min(owner.pids), self.proc_root)
+                figures = read_owner(min(owner.pids), self.proc_root, self.brokers)
             except Exception:  # describing the broker must never break a round
                 log.exception("cannot read the owner broker's figures")
             self.reads += 1
@@ -250,9 +250,10 @@ class OwnerWatch:
             key = (figures.pid, figures.start_time_s)
             if key not in self._warned:
                 self._warned.add(key)
+                titles = [b.title for b in self.brokers] or ["a known broker"]
+                known = f"neither {' nor '.join(titles)}" if len(titles) > 1 else f"not {titles[0]}"
                 log.warning(
-                    "the process holding the store lock is neither a RocketMQ broker "
-                    "(BrokerStartup) nor a Kafka broker (kafka.Kafka): its files are still "
+                    f"the process holding the store lock is {known}: its files are still "
                     "treated as the owner's",
                     pid=figures.pid,
                     user=figures.user,

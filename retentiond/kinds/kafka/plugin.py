@@ -1,0 +1,45 @@
+"""Kafka as the registry of kinds sees it (``retentiond.kinds``): which files it claims,
+how it reads one, how it checks the store on disk, and the kind a configuration makes."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from retentiond.config.loader import Claim, ConfigFile, Draft
+from retentiond.config.problems import ConfigProblem
+from retentiond.config.settings import Settings, StoreSection
+from retentiond.config.show import ShownKey
+from retentiond.engine.kind import AnyKind, StoreKind
+from retentiond.kinds.kafka import config, storecheck
+from retentiond.kinds.kafka.config import KafkaServer
+
+
+class KafkaPlugin:
+    name = config.KIND_NAME
+    title = config.TITLE
+    identifying_keys = config.IDENTIFYING_KEYS
+
+    def claim(self, file: ConfigFile) -> Claim:
+        return config.claim(file)
+
+    def read(self, file: ConfigFile, foreign: Mapping[str, str]) -> Draft[KafkaServer]:
+        return config.read(file, foreign)
+
+    def owns(self, settings: Settings[StoreSection]) -> bool:
+        return isinstance(settings.store, KafkaServer)
+
+    def check_store(self, settings: Settings[StoreSection]) -> list[ConfigProblem]:
+        return storecheck.check_store(config.kafka_of(settings))
+
+    def show(self, file: ConfigFile, settings: Settings[StoreSection]) -> list[ShownKey]:
+        return config.shown_keys(file, config.kafka_of(settings))
+
+    def make(self, settings: Settings[StoreSection]) -> AnyKind:
+        from retentiond.kinds.kafka.kind import Kafka, KafkaSnapshot
+        from retentiond.kinds.kafka.plan import KafkaPlan
+
+        kind: StoreKind[KafkaSnapshot, KafkaPlan] = Kafka(config.kafka_of(settings))
+        return kind
+
+
+PLUGIN = KafkaPlugin()

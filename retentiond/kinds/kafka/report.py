@@ -1,0 +1,195 @@
+"""A Kafka plan as operators read it: per log dir, per partition, the segments with their sizes
+and verdicts, a total per topic and per log dir; times in the configured zone, ages and sizes
+in human units.
+
+Per partition, the text lists the segments the passes handed over and the first one kept (what
+stopped the prefix), then counts the rest (``plan --all`` lists every segment). Sizes come from
+a ``stat`` of each ``.log`` the totals count: never a read of its batches.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Iterable
+from typing import TYPE_CHECKING
+
+from retentiond.engine.decision import Decision
+from retentiond.text.units import human_age, human_bytes, human_time
+
+if TYPE_CHECKING:
+    from retentiond.kinds.kafka.plan import KafkaPlan, LogDirPlan
+    from retentiond.kinds.kafka.policy import PartitionPlan
+
+_HEADER = ("BASE OFFSET", "SIZE", "VERDICT", "REASON")
+
+# The policy's details, in epoch milliseconds and bytes (the JSON and the journal keep them).
+_AGE_DETAIL = re.compile(
+    r"(?P<src>largest timestamp|mtime) (?P<ts>-?\d+): age (?P<age>-?\d+) ms, "
+    r"retention\.ms (?P<ret>-?\d+)"
+)
+_FUTURE = re.compile(r"largest timestamp (?P<ts>-?\d+) is in the future")
+_BEHIND = re.compile(r"behind \S*/(?P<base>\d{20})\.log\b")
+_BYTES = re.compile(r"partition (?P<size>\d+) bytes over retention\.bytes (?P<limit>-?\d+)")
+
+
+def human_detail(detail: str | None, zone: str | None) -> str:
+    """A segment's detail with its timestamps as dates in ``zone``, its ages as ``3d04h`` and
+    its sizes in KiB/MiB/GiB; a segment still within retention.ms says when it expires."""
+    if not detail:
+        return ""
+
+    def age(m: re.Match[str]) -> str:
+        ts, ret = int(m["ts"]), int(m["ret"])
+        text = (
+            f"{m['src']} {human_time(ts, zone)}, age {human_age(int(m['age']))}, "
+            f"retention.ms {human_age(ret)}"
+        )
+        if int(m["age"]) <= ret:
+            text += f": expires {human_time(ts + ret + 1, zone)}"
+        return text
+
+    detail = _AGE_DETAIL.sub(age, detail)
+    detail = _FUTURE.sub(
+        lambda m: f"largest timestamp {human_time(int(m['ts']), zone)} is in the future", detail
+    )
+    detail = _BEHIND.sub(lambda m: f"behind offset {int(m['base'])}", detail)
+    return _BYTES.sub(
+        lambda m: (
+            f"partition {human_bytes(int(m['size']))} over retention.bytes "
+            f"{human_bytes(int(m['limit']))}"
+        ),
+        detail,
+    )
+
+
+def _size(p: PartitionPlan, i: int) -> int | None:
+    """The ``.log``'s length (a stat at most); None if it has gone since the scan."""
+    try:
+        return p.partition.segment(i).size
+    except OSError:
+        return None
+
+
+class _Sum:
+    """Segments and bytes counted, and those that go."""
+
+    def __init__(self) -> None:
+        self.partitions = self.segments = self.bytes = self.deletes = self.delete_bytes = 0
+
+    def add(self, p: PartitionPlan, sizes: list[int | None]) -> None:
+        self.partitions += 1
+        self.segments += len(sizes)
+        self.bytes += sum(s for s in sizes if s is not None)
+        self.deletes += len(p.deletions)
+        self.delete_bytes += sum(d.identity.size for d in p.deletions if d.identity is not None)
+
+    def text(self) -> str:
+        return (
+            f"{_n(self.partitions, 'partition')}, {_n(self.segments, 'segment')}, "
+            f"{human_bytes(self.bytes)}; delete {_n(self.deletes, 'segment')}, "
+            f"{human_bytes(self.delete_bytes)}"
+        )
+
+
+def _n(count: int, noun: str) -> str:
+    return f"{count} {noun}" + ("" if count == 1 else "s")
+
+
+def _table(rows: list[tuple[str, ...]], indent: str) -> list[str]:
+    widths = [max(len(r[i]) for r in [_HEADER, *rows]) for i in range(len(_HEADER))]
+    last = len(_HEADER) - 1
+    fmt = "  ".join(f"{{:{'<' if i == last else '>'}{w}}}" for i, w in enumerate(widths))
+    return [indent + fmt.format(*r).rstrip() for r in [_HEADER, *rows]]
+
+
+def _rows(
+    decisions: Iterable[Decision], sizes: list[int | None], zone: str | None
+) -> list[tuple[str, ...]]:
+    rows: list[tuple[str, ...]] = []
+    for i, d in enumerate(decisions):
+        detail = human_detail(d.detail, zone)
+        reason = f"{d.reason.value} ({detail})" if detail else d.reason.value
+        rows.append((str(d.start_offset), human_bytes(sizes[i]), d.verdict.value, reason))
+    return rows
+
+
+def _partition(
+    plan: KafkaPlan, p: PartitionPlan, all_queue_files: bool, out: list[str]
+) -> tuple[list[int | None], bool]:
+    """The partition's lines (none for a transient directory with nothing to delete, unless
+    every segment is asked for), its segments' sizes, and whether it was shown."""
+    sizes = [_size(p, i) for i in range(len(p.partition.bases))]
+    if not all_queue_files and not p.deletions and p.partition.name.special:
+        return sizes, False
+    out.append(
+        f"  {p.partition.name.name}: LSO {p.log_start_offset} HW {p.high_watermark}"
+        f" LEO {p.log_end_offset} -> LSO {p.new_log_start_offset}"
+    )
+    shown = p.decisions if all_queue_files else p.head
+    if shown:
+        out.extend(_table(_rows(shown, sizes, plan.zone), "    "))
+    if p.behind and not all_queue_files:
+        why = p.behind_reason
+        behind = sum(s for s in sizes[len(p.head) :] if s is not None)
+        out.append(
+            f"    ... {p.behind} more kept, {human_bytes(behind)} "
+            + (
+                f"({why.value})"
+                if why is not None
+                else f"behind {p.head[-1].start_offset} ({p.head[-1].reason.value})"
+            )
+        )
+    return sizes, True
+
+
+def _log_dir(plan: KafkaPlan, ld: LogDirPlan, all_queue_files: bool, out: list[str]) -> _Sum:
+    head = "" if ld.locked else "  (plan-only: another process holds .lock)"
+    out.append(f"{ld.path}{head}")
+    whole = _Sum()
+    topic: _Sum | None = None
+    name = None
+    shown = False  # any partition of the topic
+    partitions = plan.partitions(ld)
+    for n, p in enumerate(partitions):
+        if p.partition.topic != name:
+            name, topic, shown = p.partition.topic, _Sum(), False
+        assert topic is not None
+        sizes, listed = _partition(plan, p, all_queue_files, out)
+        shown = shown or listed
+        topic.add(p, sizes)
+        whole.add(p, sizes)
+        last = n + 1 == len(partitions) or partitions[n + 1].partition.topic != name
+        if last and shown:
+            out.append(f"  topic {name} total: {topic.text()}")
+    if ld.leftovers:
+        out.append("  leftover partition dirs (each removed whole or kept):")
+    for d in ld.leftovers:
+        size = human_bytes(d.identity.size) if d.identity is not None else "?"
+        out.append(
+            f"    {os.path.basename(d.path)}: {d.verdict.value} {d.reason.value} {size}"
+            + (f" ({d.detail})" if d.detail else "")
+        )
+    out.append(f"{ld.path} total: {whole.text()}")
+    return whole
+
+
+def render_plan(plan: KafkaPlan, *, all_queue_files: bool = False) -> str:
+    """The text of ``plan`` (``all_queue_files``: ``plan --all``, every segment)."""
+    out = [
+        f"kafka  config {plan.config_hash}  timezone {plan.timezone}  "
+        f"now {human_time(plan.now_ms, plan.zone)}" + ("  manual round" if plan.manual else ""),
+        f"metadata: {plan.metadata_source or 'none'}"
+        + (f" (error: {plan.metadata_error})" if plan.metadata_error else ""),
+    ]
+    for err in plan.errors:
+        out.append(f"ERROR: {err}")
+    deletes = delete_bytes = 0
+    for ld in plan.log_dirs:
+        out.append("")
+        whole = _log_dir(plan, ld, all_queue_files, out)
+        deletes += whole.deletes
+        delete_bytes += whole.delete_bytes
+    out.append("")
+    out.append(f"plan: delete {deletes} segments, {human_bytes(delete_bytes)}")
+    return "\n".join(out) + "\n"

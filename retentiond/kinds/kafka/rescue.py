@@ -1,0 +1,437 @@
+"""``retentiond rescue`` on a stopped Kafka broker whose disk is full: what to free, in order.
+
+Per filesystem holding log dirs, stopping as soon as its target is met (``--target-ratio``:
+the used ratio, df's arithmetic; ``--free``: bytes available):
+
+1. leftovers: ``-delete`` dirs past their delay, and orphan and ``-stray`` dirs where the
+   configuration allows them to go (``leftovers``);
+2. the configured retention: the prefix each partition's plan hands over, as a round would;
+3. only with ``--beyond-retention``: the oldest segments first across the partitions of
+   those log dirs (by largest timestamp), each partition only ever losing a prefix, never
+   its active segment, never a segment holding an offset at or above its high watermark,
+   never one whose largest timestamp is within ``retentiond.kafka.rescue.minRetentionMs``,
+   never of a topic in ``retentiond.kafka.rescue.protectTopics``, and never of an internal
+   (``__*``), compacted or tiered topic, nor of one whose config is unknown.
+
+The order of step 3 is ``order_key``: where consumer progress is known (``LossOf``: the
+records of a segment some protected group has not consumed), fully consumed segments go
+before those whose loss is unknown, and those before unconsumed ones; by largest timestamp
+within each. Without progress every segment's loss is unknown and the order is by age alone.
+
+What a step frees is counted as the space the files hold (``st_blocks``): the figure the
+filesystem's used bytes move by, so that a dry run says what a real run frees.
+"""
+
+from __future__ import annotations
+
+import heapq
+import os
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+from retentiond.engine.decision import Decision
+from retentiond.engine.disk import PathUsage, measure_path, ratio_from_counts
+from retentiond.engine.rescue import RescueRequest
+from retentiond.kinds.kafka import formats as fm
+from retentiond.kinds.kafka.config import KafkaServer
+from retentiond.kinds.kafka.leftovers import measure_dir
+from retentiond.kinds.kafka.plan import LogDirPlan
+from retentiond.kinds.kafka.policy import PartitionPlan, TopicConfig
+from retentiond.kinds.kafka.scan import Partition
+from retentiond.reasons import Kind, Reason, Verdict
+from retentiond.text.units import human_age, human_bytes
+
+# (topic, partition, base offset, end offset) → the records of that segment some protected
+# group has not consumed (0: fully consumed), None where progress is unknown. Consumer
+# progress (``What a deletion loses``) plugs in here.
+LossOf = Callable[[str, int, int, int], int | None]
+
+STEP_LEFTOVERS = "leftovers"
+STEP_RETENTION = "configured retention"
+STEP_BEYOND = "beyond retention"
+STEPS = (STEP_LEFTOVERS, STEP_RETENTION, STEP_BEYOND)
+
+REPLICA_NOTE = (
+    "note: on a partition this broker leads, the followers will advance their log start "
+    "offset to match: the loss reaches every replica"
+)
+
+
+def order_key(largest_timestamp: int, loss: int | None) -> tuple[int, int]:
+    """Beyond-retention order: consumed (loss 0) first, then unknown, then unconsumed; the
+    oldest first within each."""
+    rank = 1 if loss is None else (0 if loss == 0 else 2)
+    return rank, largest_timestamp
+
+
+def needed_bytes(usage: PathUsage, request: RescueRequest) -> int:
+    """How much to free on a filesystem for ``request``'s target (0: met already)."""
+    if request.free_bytes is not None:
+        return max(0, request.free_bytes - usage.avail_bytes)
+    assert request.target_ratio is not None
+    used, avail = usage.used_bytes, usage.avail_bytes
+    entire = used + avail
+    percent = int(request.target_ratio * 100 + 1e-9)
+    need = max(0, used - percent * entire // 100)
+    while need < used and (ratio_from_counts(used - need, avail + need) or 0) > (
+        request.target_ratio + 1e-9
+    ):
+        need += 1
+    return need
+
+
+def target_met(usage: PathUsage, request: RescueRequest) -> bool:
+    if request.free_bytes is not None:
+        return usage.avail_bytes >= request.free_bytes
+    assert request.target_ratio is not None
+    return usage.ratio is not None and usage.ratio <= request.target_ratio + 1e-9
+
+
+def segment_allocated(part: Partition, base: int) -> int:
+    """The space a segment's files hold: its ``.log``, indexes and producer snapshot."""
+    prefix = fm.offset_prefix(base)
+    total = 0
+    for suffix in (*fm.SEGMENT_SUFFIXES, fm.SNAPSHOT_SUFFIX):
+        name = prefix + suffix
+        if name in part.listing:
+            try:
+                total += os.lstat(os.path.join(part.path, name)).st_blocks * 512
+            except OSError:
+                continue
+    return total
+
+
+@dataclass
+class Item:
+    """One thing a rescue deletes: a leftover dir or a segment, with the space it frees."""
+
+    step: str
+    decision: Decision
+    allocated: int
+    gone: bool = False  # a real run deleted it
+
+
+@dataclass
+class Group:
+    """The log dirs on one filesystem and what the rescue takes from them."""
+
+    paths: list[str]
+    before: PathUsage
+    needed: int
+    items: list[Item] = field(default_factory=list)
+    after: PathUsage | None = None
+    # what could still go beyond the configured retention (when that step did not run)
+    beyond_available: bool = False
+
+    def freed(self, step: str | None = None, *, real: bool) -> int:
+        return sum(
+            i.allocated
+            for i in self.items
+            if (step is None or i.step == step) and (i.gone or not real)
+        )
+
+
+@dataclass
+class Selection:
+    """Per filesystem: what goes, and per log dir the partition plans and leftovers that
+    carry it out (the configured prefix and the rescue's, as one prefix per partition)."""
+
+    groups: list[Group]
+    partitions: dict[str, list[PartitionPlan]]  # log dir → plans to carry out
+    leftovers: dict[str, list[Decision]]  # log dir → dirs to remove
+
+
+def _eligible_beyond(
+    p: PartitionPlan,
+    server: KafkaServer,
+    config_for: Callable[[str], TopicConfig | None],
+) -> bool:
+    """A partition rescue may take from past its retention."""
+    stop = p.stop
+    part = p.partition
+    if stop is None or stop.reason is not Reason.WITHIN_RETENTION or part.name.special:
+        return False
+    if part.topic.startswith("__") or server.protected(part.topic):
+        return False
+    config = config_for(part.topic)
+    return (
+        config is not None
+        and config.delete
+        and not config.compact
+        and not config.remote_storage_enable
+    )
+
+
+def _beyond_candidate(
+    p: PartitionPlan, i: int, now_ms: int, floor_ms: int, loss_of: LossOf | None
+) -> tuple[tuple[int, int], Decision] | None:
+    """Segment ``i`` of ``p`` as a beyond-retention deletion, or None where the partition's
+    prefix must stop: the active segment, the high watermark, the floor, an unreadable or
+    future timestamp."""
+    part = p.partition
+    bases = part.bases
+    if i >= len(bases) - 1:
+        return None  # never the active segment
+    upper = bases[i + 1]
+    if upper > p.high_watermark:
+        return None  # it holds an offset at or above the high watermark
+    seg = part.segment(i)
+    try:
+        ts = seg.largest_timestamp[0]
+        identity = seg.identity
+    except (OSError, fm.FormatError):
+        return None
+    if ts > now_ms or now_ms - ts <= floor_ms:
+        return None
+    loss = loss_of(part.topic, part.partition, bases[i], upper) if loss_of else None
+    detail = (
+        f"largest timestamp {ts}: age {human_age(now_ms - ts)}, beyond the configured "
+        f"retention; floor {floor_ms} ms"
+        + ("" if loss is None else f"; unconsumed records: {loss}")
+    )
+    decision = Decision(
+        Kind.KAFKA_SEGMENT,
+        seg.log_path,
+        Verdict.DELETE,
+        Reason.RESCUE_BEYOND_RETENTION,
+        identity,
+        bases[i],
+        upper,
+        part.topic,
+        part.partition,
+        detail,
+    )
+    return order_key(ts, loss), decision
+
+
+def _combined(p: PartitionPlan, decisions: Sequence[Decision]) -> PartitionPlan:
+    """One prefix to carry out: the configured retention's and the rescue's together."""
+    part = p.partition
+    k = len(decisions)
+    if k < len(part.bases):
+        new_lso, roll = part.bases[k], None
+    else:  # only the configured retention takes every segment: it rolls first
+        roll = p.roll_offset
+        new_lso = roll if roll is not None else p.log_end_offset
+    return PartitionPlan(
+        part,
+        tuple(decisions),
+        k,
+        p.log_start_offset,
+        p.high_watermark,
+        p.log_end_offset,
+        max(new_lso, p.log_start_offset),
+        roll,
+    )
+
+
+def select(
+    planned: Sequence[LogDirPlan],
+    request: RescueRequest,
+    server: KafkaServer,
+    config_for: Callable[[str], TopicConfig | None],
+    now_ms: int,
+    loss_of: LossOf | None = None,
+) -> Selection:
+    """What the rescue takes, per filesystem, in the order of the steps."""
+    by_dev: dict[int, list[LogDirPlan]] = {}
+    for ld in planned:
+        try:
+            dev = os.stat(ld.path).st_dev
+        except OSError:
+            continue
+        by_dev.setdefault(dev, []).append(ld)
+    groups: list[Group] = []
+    partitions: dict[str, list[PartitionPlan]] = {}
+    leftovers: dict[str, list[Decision]] = {}
+    for lds in by_dev.values():
+        usage = measure_path(lds[0].path)
+        group = Group([ld.path for ld in lds], usage, needed_bytes(usage, request))
+        groups.append(group)
+        freed = 0
+
+        def enough() -> bool:
+            return freed >= group.needed  # noqa: B023 (read at once)
+
+        # 1. leftovers
+        for ld in lds:
+            for d in ld.leftovers:
+                if enough():
+                    break
+                if not d.delete:
+                    continue
+                try:
+                    alloc = measure_dir(d.path).allocated
+                except OSError:
+                    continue
+                group.items.append(Item(STEP_LEFTOVERS, d, alloc))
+                leftovers.setdefault(ld.path, []).append(d)
+                freed += alloc
+        # 2. the configured retention, partition by partition
+        taken: dict[int, list[Decision]] = {}
+        plans: dict[int, tuple[str, PartitionPlan]] = {}
+        for ld in lds:
+            for p in ld.partitions:
+                for d in p.deletions:
+                    if enough():
+                        break
+                    assert d.start_offset is not None
+                    alloc = segment_allocated(p.partition, d.start_offset)
+                    group.items.append(Item(STEP_RETENTION, d, alloc))
+                    taken.setdefault(id(p), []).append(d)
+                    plans[id(p)] = (ld.path, p)
+                    freed += alloc
+        # 3. beyond the configured retention, oldest first, one prefix per partition
+        if not enough():
+            floor = server.rescue_min_retention_ms
+            heap: list[tuple[tuple[int, int], int, int, Decision]] = []
+            cursors: dict[int, tuple[str, PartitionPlan]] = {}
+            for ld in lds:
+                for p in ld.partitions:
+                    if p.roll_offset is not None or not _eligible_beyond(p, server, config_for):
+                        continue
+                    i = len(p.deletions)
+                    got = _beyond_candidate(p, i, now_ms, floor, loss_of)
+                    if got is not None:
+                        cursors[id(p)] = (ld.path, p)
+                        heapq.heappush(heap, (got[0], id(p), i, got[1]))
+            group.beyond_available = bool(heap)
+            while heap and request.beyond_retention and not enough():
+                _key, pid, i, d = heapq.heappop(heap)
+                path, p = cursors[pid]
+                assert d.start_offset is not None
+                alloc = segment_allocated(p.partition, d.start_offset)
+                group.items.append(Item(STEP_BEYOND, d, alloc))
+                taken.setdefault(pid, []).append(d)
+                plans[pid] = (path, p)
+                freed += alloc
+                got = _beyond_candidate(p, i + 1, now_ms, floor, loss_of)
+                if got is not None:
+                    heapq.heappush(heap, (got[0], pid, i + 1, got[1]))
+        for pid, decisions in taken.items():
+            path, p = plans[pid]
+            partitions.setdefault(path, []).append(_combined(p, decisions))
+    return Selection(groups, partitions, leftovers)
+
+
+def _ratio(value: float | None) -> str:
+    return "unknown" if value is None else f"{value:.2f}"
+
+
+def report_lines(
+    selection: Selection, request: RescueRequest, *, dry_run: bool
+) -> tuple[list[str], bool]:
+    """What ``rescue`` prints, and whether every filesystem reached its target."""
+    real = not dry_run
+    verb = "deleted" if real else "would delete"
+    lines: list[str] = []
+    reached_all = True
+    beyond_any = False
+    if request.free_bytes is not None:
+        target = f"{human_bytes(request.free_bytes)} available"
+    else:
+        target = f"used ratio {request.target_ratio:.2f}"
+    for g in selection.groups:
+        before = g.before
+        lines.append(
+            f"{', '.join(g.paths)}: used ratio {_ratio(before.ratio)} "
+            f"({human_bytes(before.avail_bytes)} available); target {target}: "
+            f"{human_bytes(g.needed)} ({g.needed} bytes) to free"
+        )
+        so_far = 0
+        for step in STEPS:
+            items = [i for i in g.items if i.step == step]
+            if step == STEP_BEYOND and not request.beyond_retention:
+                break
+            if not items and so_far >= g.needed:
+                break  # the target was met before this step
+            done = [i for i in items if i.gone or not real]
+            what = "dirs" if step == STEP_LEFTOVERS else "segments"
+            freed = g.freed(step, real=real)
+            so_far += freed
+            lines.append(
+                f"  {step}: {len(done)} {what}, {'freed' if real else 'frees'} "
+                f"{human_bytes(freed)} ({freed} bytes)"
+            )
+            for i in items:
+                d = i.decision
+                state = verb if (i.gone or not real) else "NOT deleted"
+                lines.append(f"    {state}: {d.path} [{d.reason}] {i.allocated} bytes")
+            beyond_any |= step == STEP_BEYOND and bool(done)
+        total = g.freed(real=real)
+        if g.after is not None:
+            after = g.after
+        else:
+            after = PathUsage(
+                before.path,
+                ratio_from_counts(before.used_bytes - total, before.avail_bytes + total),
+                before.total_bytes,
+                before.used_bytes - total,
+                before.avail_bytes + total,
+            )
+        reached = target_met(after, request)
+        reached_all &= reached
+        state = "reached" if reached else "NOT reached"
+        short = max(0, g.needed - total)
+        line = (
+            f"  target {state}: used ratio {_ratio(after.ratio)}, "
+            f"{human_bytes(after.avail_bytes)} available; {'freed' if real else 'frees'} "
+            f"{human_bytes(total)} ({total} bytes) in all"
+        )
+        if not reached:
+            line += f"; {human_bytes(short)} ({short} bytes) short"
+            if not request.beyond_retention:
+                line += (
+                    "; stopped after the configured retention: --beyond-retention would "
+                    "take the oldest segments past it"
+                    if g.beyond_available
+                    else "; stopped after the configured retention"
+                )
+        lines.append(line)
+    if beyond_any:
+        lines.append(REPLICA_NOTE)
+    if dry_run:
+        lines.append("dry run: nothing was deleted")
+    return lines, reached_all
+
+
+def document(selection: Selection, request: RescueRequest, *, dry_run: bool) -> dict[str, object]:
+    """``rescue --json``: per filesystem, the steps and every item."""
+    real = not dry_run
+    return {
+        "dry_run": dry_run,
+        "target_ratio": request.target_ratio,
+        "free_bytes": request.free_bytes,
+        "beyond_retention": request.beyond_retention,
+        "filesystems": [
+            {
+                "log_dirs": g.paths,
+                "ratio_before": g.before.ratio,
+                "needed_bytes": g.needed,
+                "freed_bytes": g.freed(real=real),
+                "ratio_after": g.after.ratio if g.after is not None else None,
+                "steps": [
+                    {
+                        "step": step,
+                        "freed_bytes": g.freed(step, real=real),
+                        "items": [
+                            {
+                                "path": i.decision.path,
+                                "kind": str(i.decision.kind),
+                                "reason": str(i.decision.reason),
+                                "allocated_bytes": i.allocated,
+                                "bytes": i.decision.identity.size
+                                if i.decision.identity is not None
+                                else None,
+                                "deleted": i.gone,
+                            }
+                            for i in g.items
+                            if i.step == step
+                        ],
+                    }
+                    for step in STEPS
+                ],
+            }
+            for g in selection.groups
+        ],
+    }

@@ -1,0 +1,251 @@
+"""What each CommitLog deletion loses: the offset -> ConsumeQueue unit -> CommitLog file
+mapping of ``shared/spec/consumers.md`` §A.3, per group, delay level, half and timer queue.
+
+A group's unread messages in a CommitLog file ``[start, end)`` of topic ``T``, queue ``q``
+are the ConsumeQueue units with index at or above its offset (clamped to the queue's minimum)
+whose physical offset lies in the file. Within one queue the physical offset grows with the
+index, so each file boundary is one binary search over the queue's units (a few ``pread``s),
+shared by every group of that queue: the cost follows the queues the groups read and the
+files the plan deletes, not the size of the queues.
+"""
+
+from __future__ import annotations
+
+import bisect
+import os
+from collections.abc import Callable, Sequence
+from fnmatch import fnmatchcase
+from pathlib import Path
+
+from retentiond.engine.loss import GroupLoss, GroupState, Loss
+from retentiond.kinds.rocketmq.formats import CQ_UNIT, CQ_UNIT_SIZE
+from retentiond.kinds.rocketmq.names import parse_offset_name, parse_queue_id
+from retentiond.kinds.rocketmq.progress import (
+    HALF_TOPIC,
+    OP_HALF_TOPIC,
+    SCHEDULE_TOPIC,
+    TIMER_TOPIC,
+    TRANS_GROUP,
+    ConsumerProgress,
+)
+
+_INT_MAX = (1 << 31) - 1
+_PAST = -1  # a pre-blank filler unit: below every file
+_END = 1 << 63  # an unwritten unit: past every file
+
+
+class QueueUnits:
+    """One ConsumeQueue's units read by logical index, with ``pread`` on demand."""
+
+    def __init__(self, directory: str, cq_file_size: int) -> None:
+        self.directory = directory
+        self.cq_file_size = cq_file_size
+        self.per_file = cq_file_size // CQ_UNIT_SIZE
+        names = []
+        for name in os.listdir(directory):
+            start = parse_offset_name(name)
+            if start is not None and start % cq_file_size == 0:
+                names.append(start)
+        names.sort()
+        self.starts = names
+        self._fds: dict[int, int] = {}
+        self.reads = 0
+        self.min_index = names[0] // CQ_UNIT_SIZE if names else 0
+        self.end_index = self._end() if names else 0
+
+    def close(self) -> None:
+        for fd in self._fds.values():
+            os.close(fd)
+        self._fds.clear()
+
+    def __enter__(self) -> QueueUnits:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def key(self, index: int) -> int:
+        """The unit's CommitLog offset, made monotonic: fillers low, unwritten units high."""
+        file_start = (index // self.per_file) * self.cq_file_size
+        fd = self._fds.get(file_start)
+        if fd is None:
+            fd = os.open(f"{self.directory}/{file_start:020d}", os.O_RDONLY | os.O_NOFOLLOW)
+            self._fds[file_start] = fd
+        self.reads += 1
+        data = os.pread(fd, CQ_UNIT_SIZE, (index % self.per_file) * CQ_UNIT_SIZE)
+        if len(data) < CQ_UNIT_SIZE:
+            return _END
+        phy, size, _tags = CQ_UNIT.unpack(data)
+        if size == _INT_MAX and phy == 0:
+            return _PAST
+        if size <= 0 or phy < 0:
+            return _END
+        return phy
+
+    def _end(self) -> int:
+        """One past the last written unit (ConsumeQueue.recover: the first unit with
+        ``size <= 0`` ends the queue), searched in the last file."""
+        last = self.starts[-1] // CQ_UNIT_SIZE
+        lo, hi = last, last + self.per_file
+        while lo < hi:
+            mid = (lo + hi) // 2
+            if self.key(mid) == _END:
+                hi = mid
+            else:
+                lo = mid + 1
+        return lo
+
+    def lower_bound(self, phy: int) -> int:
+        """The first index whose unit is at or above CommitLog offset ``phy``."""
+        lo, hi = self.min_index, self.end_index
+        while lo < hi:
+            mid = (lo + hi) // 2
+            if self.key(mid) < phy:
+                lo = mid + 1
+            else:
+                hi = mid
+        return lo
+
+
+class GroupPolicy:
+    """Which state a group is reported in: disabled (consumeEnable=false), ignored (a name
+    pattern), stale (offsets unmoved for ``staleAfter``), else active."""
+
+    def __init__(
+        self,
+        enabled: dict[str, bool] | None = None,
+        ignore: Sequence[str] = (),
+        stale: frozenset[str] = frozenset(),
+    ) -> None:
+        self.enabled = enabled
+        self.ignore = tuple(ignore)
+        self.stale = stale
+
+    def state(self, group: str) -> GroupState:
+        if self.enabled is not None and self.enabled.get(group) is False:
+            return GroupState.DISABLED
+        if any(fnmatchcase(group, p) for p in self.ignore):
+            return GroupState.IGNORED
+        if group in self.stale:
+            return GroupState.STALE
+        return GroupState.ACTIVE
+
+
+def _queue_dirs(cq_root: Path, topic: str) -> dict[int, str]:
+    try:
+        names = os.listdir(cq_root / topic)
+    except OSError:
+        return {}
+    out: dict[int, str] = {}
+    for name in names:
+        qid = parse_queue_id(name)
+        if qid is not None:
+            out[qid] = f"{cq_root}/{topic}/{name}"
+    return out
+
+
+def commitlog_losses(
+    progress: ConsumerProgress,
+    cq_root: Path,
+    cq_file_size: int,
+    files: Sequence[tuple[int, int]],
+    policy: GroupPolicy | None = None,
+    problem: Callable[[str, str], None] | None = None,
+) -> list[Loss]:
+    """One ``Loss`` per CommitLog file ``[start, end)`` in ``files`` (ascending, adjacent or
+    not), from the progress read this round."""
+    policy = policy or GroupPolicy(dict(progress.enabled) if progress.enabled else None)
+    n = len(files)
+    if n == 0:
+        return []
+    bounds = sorted({b for f in files for b in f})
+    groups: list[dict[tuple[str, str], int]] = [{} for _ in range(n)]
+    delay: list[dict[int, int]] = [{} for _ in range(n)]
+    half = [0] * n
+    timers = [0] * n
+
+    def count(
+        directory: str, firsts: dict[object, int | None], add: Callable[[int, object, int], None]
+    ) -> None:
+        """For each reader (a group, a level...) with its first needed index (None: the
+        queue's minimum), add its unread units in each file."""
+        try:
+            with QueueUnits(directory, cq_file_size) as q:
+                if q.end_index <= q.min_index:
+                    return
+                idx = {b: q.lower_bound(b) for b in bounds}
+                for who, first in firsts.items():
+                    need = q.min_index if first is None else max(first, q.min_index)
+                    if need >= q.end_index:
+                        continue  # caught up (or past the end after a truncation)
+                    for j, (start, end) in enumerate(files):
+                        got = idx[end] - max(idx[start], need)
+                        if got > 0:
+                            add(j, who, got)
+        except OSError as exc:
+            if problem is not None:
+                problem(directory, f"unreadable ({exc.strerror}): its readers' loss unknown")
+
+    for topic, by_group in progress.offsets.items():
+        if topic in (HALF_TOPIC, OP_HALF_TOPIC):
+            continue
+        dirs = _queue_dirs(cq_root, topic)
+        for qid, directory in sorted(dirs.items()):
+            firsts: dict[object, int | None] = {
+                g: qs[qid] for g, qs in sorted(by_group.items()) if qid in qs
+            }
+            if not firsts:
+                continue
+
+            def add_group(j: int, who: object, got: int, topic: str = topic) -> None:
+                key = (str(who), topic)
+                groups[j][key] = groups[j].get(key, 0) + got
+
+            count(directory, firsts, add_group)
+
+    if progress.delay is not None:
+        levels = progress.delay
+        for qid, directory in sorted(_queue_dirs(cq_root, SCHEDULE_TOPIC).items()):
+
+            def add_level(j: int, who: object, got: int) -> None:
+                assert isinstance(who, int)
+                delay[j][who] = delay[j].get(who, 0) + got
+
+            count(directory, {qid + 1: levels.get(qid + 1, 0)}, add_level)
+
+    half_dir = _queue_dirs(cq_root, HALF_TOPIC).get(0)
+    if half_dir is not None and progress.progress.value == "known":
+        first = progress.offsets.get(HALF_TOPIC, {}).get(TRANS_GROUP, {}).get(0)
+
+        def add_half(j: int, who: object, got: int) -> None:
+            half[j] += got
+
+        count(half_dir, {"half": first}, add_half)
+
+    timer = progress.timer
+    if timer is not None:
+        timer_dir = _queue_dirs(cq_root, TIMER_TOPIC).get(0)
+        if timer_dir is not None:
+
+            def add_timer(j: int, who: object, got: int) -> None:
+                timers[j] += got
+
+            count(timer_dir, {"enqueue": timer.last_timer_queue_offset}, add_timer)
+        pending = timer.pending_phy
+        for j, (start, end) in enumerate(files):
+            timers[j] += bisect.bisect_left(pending, end) - bisect.bisect_left(pending, start)
+
+    out = []
+    for j in range(n):
+        out.append(
+            Loss(
+                progress.progress,
+                tuple(
+                    GroupLoss(g, t, m, policy.state(g)) for (g, t), m in sorted(groups[j].items())
+                ),
+                timers=timers[j],
+                delay_levels=tuple(sorted(delay[j].items())),
+                half_messages=half[j],
+            )
+        )
+    return out

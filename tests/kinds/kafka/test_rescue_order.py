@@ -1,0 +1,54 @@
+"""The order `rescue --beyond-retention` takes segments in, and what it needs to free: where
+consumer progress is known, fully consumed segments go before those whose loss is unknown,
+and those before unconsumed ones; the oldest first within each. The target arithmetic is
+df's (``engine.disk.ratio_from_counts``)."""
+
+from __future__ import annotations
+
+from retentiond.engine.disk import PathUsage, ratio_from_counts
+from retentiond.engine.rescue import RescueRequest
+from retentiond.kinds.kafka.rescue import needed_bytes, order_key
+from retentiond.text.units import parse_bytes
+
+
+def test_consumed_before_unknown_before_unconsumed_oldest_first() -> None:
+    segments = [
+        ("unconsumed-old", order_key(100, 5)),
+        ("unknown-new", order_key(300, None)),
+        ("consumed-new", order_key(400, 0)),
+        ("unknown-old", order_key(200, None)),
+        ("consumed-old", order_key(150, 0)),
+    ]
+    assert [name for name, _ in sorted(segments, key=lambda s: s[1])] == [
+        "consumed-old",
+        "consumed-new",
+        "unknown-old",
+        "unknown-new",
+        "unconsumed-old",
+    ]
+
+
+def test_needed_bytes_meets_the_target_exactly() -> None:
+    for used, avail, target in ((970, 30, 0.80), (62_000_000, 1_100_000, 0.8), (50, 50, 0.9)):
+        usage = PathUsage("/x", ratio_from_counts(used, avail), used + avail, used, avail)
+        need = needed_bytes(usage, RescueRequest(target_ratio=target))
+        assert (ratio_from_counts(used - need, avail + need) or 0) <= target
+        if need:
+            assert (ratio_from_counts(used - need + 1, avail + need - 1) or 0) > target
+    usage = PathUsage("/x", 0.5, 100, 50, 50)
+    assert needed_bytes(usage, RescueRequest(free_bytes=80)) == 30
+    assert needed_bytes(usage, RescueRequest(free_bytes=10)) == 0
+
+
+def test_sizes() -> None:
+    assert parse_bytes("50GiB") == 50 << 30
+    assert parse_bytes("512 MiB") == 512 << 20
+    assert parse_bytes("10g") == 10 << 30
+    assert parse_bytes("4096") == 4096
+    assert parse_bytes("1.5KiB") == 1536
+    for bad in ("lots", "", "5 parsecs", "1..2G"):
+        try:
+            parse_bytes(bad)
+        except ValueError:
+            continue
+        raise AssertionError(bad)
