@@ -161,20 +161,21 @@ def plan_rows(shape: Shape, repeat: int) -> dict[str, list[Sample]]:
 def rounds_here(config: str, repeat: int) -> dict[str, list[Sample]]:
     """The round rows, in this process (``--rounds``): a daemon's rounds, each row's cleaner
     made as the daemon makes it. Run in a fresh process per shape."""
-    from retentiond.config.loader import load_settings
     from retentiond.engine.cleaner import Cleaner
     from retentiond.journal.writer import Journal, Origin
-    from retentiond.kinds import kind_for
+    from retentiond.kinds import kind_for, load_settings
 
     settings = load_settings(Path(config))
-    root = str(settings.store_path_root_dir)
+    root = str(settings.store.store_path_root_dir)
     journal = Journal(Path(settings.daemon.journal_dir), Origin("bench", "bench", "bench", root))
     # Move the CommitLog minimum (the oldest file goes), then keep rounds idle on the
     # CommitLog side so every timed round does the same work.
     first = Cleaner(kind_for(settings), journal=journal).run_round()
     assert first.deleted, "the set-up round deleted nothing"
     idle = dataclasses.replace(
-        settings, delete_hours=((time.gmtime().tm_hour + 12) % 24,), delete_when="never-now",
+        settings,
+        store=dataclasses.replace(settings.store, delete_hours=((time.gmtime().tm_hour + 12) % 24,),
+                                  delete_when="never-now"),
         daemon=dataclasses.replace(settings.daemon, timezone="UTC"),
     )  # fmt: skip
     cache = kind_for(idle)._scan_cache_path()

@@ -10,9 +10,8 @@ import os
 import time
 from pathlib import Path
 
-from retentiond.config.loader import load_settings
 from retentiond.engine.cleaner import Cleaner
-from retentiond.kinds import kind_for
+from retentiond.kinds import kind_for, load_settings
 from retentiond.kinds.rocketmq import scancache
 from retentiond.storegen.rocketmq import PRESETS, generate_store, write_config
 
@@ -52,7 +51,7 @@ def test_the_first_round_after_a_plan_writes_every_listing(tmp_path: Path) -> No
     assert cleaner.kind.reader.reads == 0  # one file per queue: nothing to read
     assert path.exists()
     got = scancache.load(
-        path, str(settings.consumequeue_dir), settings.mapped_file_size_consumequeue
+        path, str(settings.store.consumequeue_dir), settings.store.mapped_file_size_consumequeue
     )
     assert got is not None
     queues, _, parents = got
