@@ -36,7 +36,7 @@ import struct
 import sys
 from array import array
 from collections.abc import Mapping
-from itertools import accumulate, repeat
+from itertools import accumulate, islice, repeat
 from operator import mul, sub
 from pathlib import Path
 from sys import intern
@@ -164,8 +164,7 @@ def save(
         n_names += len(listing.names)
     parents = lister.parent_entries()
     root: ParentListing | None = None
-    topics: list[tuple[str, ParentListing]] = []
-    n_children = 0
+    n_topics = n_children = 0
     if parents.root_path == consumequeue_dir:
         if parents.root is not None and not parents.root[2]:
             root = parents.root
@@ -174,7 +173,7 @@ def save(
                 strings.setdefault(str(name), len(strings))
         for topic, plisting in parents.topics.items():
             if not plisting[2]:
-                topics.append((topic, plisting))
+                n_topics += 1
                 strings.setdefault(topic, len(strings))
                 n_children += len(plisting[1])
                 for pair in plisting[1]:
@@ -184,7 +183,7 @@ def save(
     n_q = len(entries)
     head = MAGIC + _HEADER.pack(
         VERSION, sys.byteorder == "little", cq_file_size, _s64(st.st_dev), _s64(st.st_ino),
-        len(cq), len(table), n_q, n_names, n_names - n_q, (root is not None) + len(topics),
+        len(cq), len(table), n_q, n_names, n_names - n_q, (root is not None) + n_topics,
         n_children,
     )  # fmt: skip
     digest = hashlib.sha256()
@@ -221,9 +220,11 @@ def save(
                 p_mtime, p_ctime, p_ino = unpack_parent(root[0])
                 pa.extend((-1, p_mtime, p_ctime, _s64(p_ino), len(root[1])))
             put(pa)
-            for lo in range(0, len(topics), _SLICE):
+            # (Those without strays, walked twice rather than listed: as many as queues at worst.)
+            plain = ((t, p) for t, p in parents.topics.items() if not p[2])
+            while chunk := list(islice(plain, _SLICE)):
                 pa = array("q")
-                for topic, (key, children, _) in topics[lo : lo + _SLICE]:
+                for topic, (key, children, _) in chunk:
                     p_mtime, p_ctime, p_ino = unpack_parent(key)
                     pa.extend((strings[topic], p_mtime, p_ctime, _s64(p_ino), len(children)))
                 put(pa)
@@ -231,9 +232,10 @@ def save(
             if root is not None:
                 ca.extend(strings[str(name)] for name in root[1])
             put(ca)
-            for lo in range(0, len(topics), _SLICE):
+            plain = ((t, p) for t, p in parents.topics.items() if not p[2])
+            while chunk := list(islice(plain, _SLICE)):
                 ca = array("q")
-                for _, (_, children, _) in topics[lo : lo + _SLICE]:
+                for _, (_, children, _) in chunk:
                     ca.extend(strings[pair[0]] for pair in children)  # type: ignore[index]
                 put(ca)
             f.write(digest.digest())
