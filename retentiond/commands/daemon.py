@@ -70,6 +70,20 @@ def _ask(args: argparse.Namespace, command: str) -> dict[str, object] | None:
     places, file_hash = _client_target(args.config)
     real = control.real_config_path(Path(args.config).absolute())
     try:
+        if command != "status":
+            # A command that acts goes only to a daemon that first said, read-only, that it
+            # serves this very file: one that says nothing (an older retentiond on a shared
+            # default path) might serve another broker's.
+            probe = control.ask(places, "status", config=real)
+            if not probe.daemon:
+                print(
+                    f"error: the daemon on {probe.path} does not say which configuration it "
+                    f"serves (an older retentiond?): nothing was asked of it; restart it with "
+                    "this version first",
+                    file=sys.stderr,
+                )
+                return None
+            places = [probe.path]
         answer = control.ask(places, command, config=real)
     except control.ControlError as exc:
         print(f"error: {exc}", file=sys.stderr)

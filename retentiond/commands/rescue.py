@@ -70,7 +70,7 @@ def cmd_rescue(args: argparse.Namespace) -> int:
             )
         return EXIT_BROKER_RUNNING
     request = RescueRequest(args.target_ratio, args.free, args.beyond_retention)
-    dry_run = args.dry_run
+    dry_run = args.dry_run or settings.daemon.dry_run  # retentiond.dryRun holds here too
     journal = None if dry_run else open_journal(settings)
     kind.begin_rescue(request)
     cleaner = Cleaner(kind, journal=journal, announce_proc_view=False)

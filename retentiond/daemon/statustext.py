@@ -121,6 +121,7 @@ def render(doc: dict[str, Any], voice: KindVoice | None = None) -> str:
         " (starts with the next round)" if doc.get("manual_requested") else ""
     )
     lines += _voice(doc, voice).status_lines(doc, manual_line)
+    lines.append(risk_line(doc.get("groups_at_risk"), now))
     hung = doc.get("hung_files") or []
     if not hung:
         lines.append("hung      none")
@@ -132,6 +133,25 @@ def render(doc: dict[str, Any], voice: KindVoice | None = None) -> str:
     lines += _safety_lines(doc.get("safety"), now)
     lines += endpoint_lines(doc.get("endpoints"))
     return "\n".join(lines)
+
+
+def risk_line(risks: list[dict[str, Any]] | None, now: int) -> str:
+    """The groups with unread messages in files the configuration will delete, the most at
+    risk first (``groups_at_risk``), and when the first of their files goes."""
+    if risks is None:
+        return "at risk   unknown (no consumer progress read)"
+    if not risks:
+        return "at risk   no group has unread messages in files that will be deleted"
+    parts = []
+    for r in risks:
+        when = r.get("first_loss_ms")
+        first = (
+            ""
+            if when is None
+            else (", the first goes now" if when <= now else f", the first goes {_in(now, when)}")
+        )
+        parts.append(f"{r['group']} {r['messages']} unread{first}")
+    return "at risk   " + "; ".join(parts)
 
 
 def endpoint_lines(endpoints: dict[str, Any] | None) -> list[str]:

@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from retentiond.engine.disk import PathUsage
+from retentiond.engine.loss import GroupRisk
 from retentiond.reasons import FileKind
 
 
@@ -26,6 +27,9 @@ class StoreStats:
     kinds: dict[FileKind, KindStats] = field(default_factory=dict)
     # The store's minimum offset where the kind has one (RocketMQ: CommitLog.getMinOffset).
     commitlog_min_offset: int | None = None
+    # Per consumer group, the unread messages in files the configuration will delete and when
+    # the first goes (``engine.loss.top_risks``); None: the kind read no consumer progress.
+    group_risk: tuple[GroupRisk, ...] | None = None
 
 
 @dataclass(frozen=True)

@@ -144,13 +144,27 @@ class LiveCollector(Collector):
                 "retentiond_commitlog_min_offset",
                 "Start offset of the oldest CommitLog file left (CommitLog.getMinOffset).",
             ),
+            _g(
+                "retentiond_group_unread_at_risk_messages",
+                "Unread messages (Kafka: records) of a consumer group in files the current "
+                "configuration will delete, as of the last round; the top "
+                "retentiond.guard.topGroups groups by risk, the rest summed as group "
+                '"__other__".',
+                ["group"],
+            ),
+            _g(
+                "retentiond_group_first_loss_timestamp_seconds",
+                "When the first file holding unread messages of the group goes (the round's "
+                "time when one goes now); absent while it cannot be known.",
+                ["group"],
+            ),
         )
 
     def _store(self, settings: Settings[StoreSection], now_s: float) -> Iterator[Metric]:
         stats = self.metrics.stats  # one reference read: the snapshot is never mutated
         if stats is None:
             return
-        files, size, age, scanned, min_offset = self._store_families()
+        files, size, age, scanned, min_offset, at_risk, first_loss = self._store_families()
         base = list(self.metrics.base)
         for kind, k in sorted(stats.kinds.items()):
             files.add_metric([*base, kind.value], k.files)
@@ -160,7 +174,11 @@ class LiveCollector(Collector):
                 age.add_metric([*base, kind.value], max(0.0, now_s - k.oldest_mtime_ms / 1000))
         if stats.commitlog_min_offset is not None:
             min_offset.add_metric(base, stats.commitlog_min_offset)
-        yield from (files, size, age, scanned, min_offset)
+        for r in stats.group_risk or ():
+            at_risk.add_metric([*base, r.group], r.messages)
+            if r.first_ms is not None:
+                first_loss.add_metric([*base, r.group], r.first_ms / 1000)
+        yield from (files, size, age, scanned, min_offset, at_risk, first_loss)
 
     # ---- the daemon's status ------------------------------------------------------------
     @staticmethod

@@ -210,6 +210,19 @@ def test_without_beyond_retention_it_stops_and_says_how_far(tmpfs: Tmpfs, tmp_pa
     assert deletions and all(r["reason"] != "rescue_beyond_retention" for r in deletions)
 
 
+def test_retentiond_dry_run_in_the_file_makes_a_rescue_a_dry_run(
+    tmpfs: Tmpfs, tmp_path: Path
+) -> None:
+    now = int(time.time() * 1000)
+    log_dir, _, _ = build(tmpfs, now)
+    config = write_config(tmp_path, log_dir, **{"retentiond.dryRun": "true"})
+    before = tree(log_dir)
+    out = rescue(config, "--target-ratio", "0.80", "--beyond-retention")
+    assert out.code == 0, out.out + out.err
+    assert tree(log_dir) == before
+    assert not records(tmp_path / "journal", "intent")
+
+
 def test_a_held_lock_means_nothing_is_deleted(tmpfs: Tmpfs, tmp_path: Path) -> None:
     now = int(time.time() * 1000)
     log_dir, _, _ = build(tmpfs, now)

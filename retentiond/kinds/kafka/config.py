@@ -472,6 +472,8 @@ class KafkaServer:
     unknown_topics: str = UNKNOWN_TOPICS_KEEP
     time_index_compat: bool = False  # retentiond.kafka.timeIndexCompat (policy, §4.3)
     disk_warning_ratio: float = DEFAULT_DISK_WARNING_RATIO  # retentiond.kafka.diskWarningRatio
+    # offsets.topic.num.partitions: how many __consumer_offsets partitions the cluster has
+    offsets_topic_partitions: int = 50
     remove_orphans: bool = False  # retentiond.kafka.removeOrphans
     remove_stray: bool = False  # retentiond.kafka.removeStray
     rescue_min_retention_ms: int = DEFAULT_RESCUE_MIN_RETENTION_MS
@@ -727,6 +729,14 @@ def read_server(props: Mapping[str, str], path: str) -> KafkaServer:
         if k in props:
             check(_num, k, props[k], _LONG_MIN, _LONG_MAX, at_least)
     retention = None if problems else check(_broker_retention, props)
+    offsets_partitions = check(
+        _num,
+        "offsets.topic.num.partitions",
+        props.get("offsets.topic.num.partitions", "50"),
+        1,
+        _INT_MAX,
+        1,
+    )
     cleaner = check(_bool, "log.cleaner.enable", props.get("log.cleaner.enable", "true"))
     interval = check(
         _num,
@@ -785,6 +795,7 @@ def read_server(props: Mapping[str, str], path: str) -> KafkaServer:
         unknown_topics=unknown,
         time_index_compat=bool(compat),
         disk_warning_ratio=cast(float, warning_ratio),
+        offsets_topic_partitions=offsets_partitions or 50,
         remove_orphans=bool(remove_orphans),
         remove_stray=bool(remove_stray),
         rescue_min_retention_ms=cast(int, floor),
@@ -837,8 +848,18 @@ def load_topic_overrides(path: str, referrer: str) -> dict[str, dict[str, str]]:
 
 # ---- the configuration file as a whole ------------------------------------------------
 
+# Daemon keys that make no sense for Kafka: refused in a Kafka file, with the reason.
+NOT_FOR_KAFKA = {
+    "retentiond.guard.timers": "refused: Kafka has no timer messages (nor delay levels or "
+    "half messages); retentiond.guard.unconsumed is the guard for Kafka",
+}
 # retentiond's daemon keys, dotted in a Kafka file (``retentiond.dryRun``)
-TABLE = KeyTable(keys=DAEMON_KEYS, yaml_name="a Kafka YAML config", cross_checks=(cross_checks,))
+TABLE = KeyTable(
+    keys=tuple(k for k in DAEMON_KEYS if k.key not in NOT_FOR_KAFKA),
+    yaml_name="a Kafka YAML config",
+    unsupported=NOT_FOR_KAFKA,
+    cross_checks=(cross_checks,),
+)
 
 
 def claim(file: ConfigFile) -> Claim:
@@ -925,7 +946,9 @@ def read(file: ConfigFile, foreign: Mapping[str, str]) -> Draft[KafkaServer]:
                     )
                 )
             own = key.removeprefix("retentiond.")
-            if own in OWN_KEYS:
+            if key in NOT_FOR_KAFKA:
+                problems.append(ConfigProblem(path, key, value, NOT_FOR_KAFKA[key]))
+            elif own in OWN_KEYS:
                 kafka_props[key] = value
             elif key in TABLE.by_key:
                 entries[key] = Entry(value, where[-1])

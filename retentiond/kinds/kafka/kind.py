@@ -26,6 +26,7 @@ from retentiond.engine.execute import open_dir_below
 from retentiond.engine.figures import DiskFigures, KindStats, StoreStats
 from retentiond.engine.holds import HeldFile
 from retentiond.engine.kind import BrokerMain, Cadence, RoundServices, StatusDoc
+from retentiond.engine.loss import GroupRisk, Progress, risk_status
 from retentiond.engine.rescue import RescueReport, RescueRequest
 from retentiond.engine.runs import Run
 from retentiond.journal.rollup import IdleView
@@ -46,6 +47,8 @@ from retentiond.kinds.kafka.offline import (
     remove_companions,
     write_log_start_checkpoint,
 )
+from retentiond.kinds.kafka.offsets import TOPIC as OFFSETS_TOPIC
+from retentiond.kinds.kafka.offsets import KafkaProgress, group_risks, read_progress, with_loss
 from retentiond.kinds.kafka.plan import KafkaPlan, LogDirPlan
 from retentiond.kinds.kafka.policy import PartitionPlan, TopicConfig, keep_all, plan_partition
 from retentiond.kinds.kafka.report import render_plan
@@ -105,6 +108,8 @@ class Kafka(KafkaVoice):
         # consumer progress for rescue's order (None: unknown, by age alone): ``rescue.LossOf``
         self.rescue_loss: LossOf | None = None
         self._rescue_state: tuple[Selection | None, RescueRequest, bool, list[str]] | None = None
+        self.last_progress: KafkaProgress | None = None  # the consumer progress last read
+        self.last_risk: tuple[GroupRisk, ...] | None = None  # store_stats' group_risk
         # the log dirs the last scan could not use (missing, unmounted, unreadable), and why
         self.last_dir_errors: dict[str, str] = {}
 
@@ -204,9 +209,11 @@ class Kafka(KafkaVoice):
                 configs[topic] = self._config_for(snapshot, topic)
             return configs[topic]
 
+        progress = self.consumer_progress(snapshot)
         try:
             for ld, locked in snapshot.log_dirs:
                 parts, leftovers = self._plan_log_dir(snapshot, ld, locked, rnd, config_for)
+                parts = tuple(with_loss(p, progress) for p in parts)
                 # A plan or a dry run carries nothing out: the holds it would look up change
                 # nothing in what it returns (the partitions' own plans).
                 failed: tuple[str, ...] = ()
@@ -242,7 +249,25 @@ class Kafka(KafkaVoice):
                 if c is not None and c.delete and c.retention_ms >= 0
             },
             time_index_compat=self.server.time_index_compat,
+            progress=progress,
         )
+
+    def consumer_progress(self, snapshot: KafkaSnapshot) -> KafkaProgress:
+        """The committed offsets of the ``__consumer_offsets`` partitions in the log dirs
+        (``offsets``), read every round; a segment that cannot be read is a problem of the
+        plan, never a reason to delete more."""
+        found = []
+        for ld, _locked in snapshot.log_dirs:
+            for p in ld.partitions:
+                if p.topic != OFFSETS_TOPIC or p.name.special is not None or not len(p):
+                    continue
+                lso = (ld.log_start_offsets or {}).get((p.topic, p.partition), 0)
+                found.append((p.partition, [s.log_path for s in p.segments], lso))
+        progress = read_progress(
+            found, self.server.offsets_topic_partitions, self.settings.daemon.guard_ignore_groups
+        )
+        self.last_progress = progress
+        return progress
 
     def _plan_log_dir(
         self,
@@ -360,7 +385,15 @@ class Kafka(KafkaVoice):
             self._rescue_state = (None, request, not rnd.executes, held)
             return
         usable = [p for p in planned if not p.errors]
-        selection = select(usable, request, self.server, config_for, rnd.now_ms, self.rescue_loss)
+        loss_of = self.rescue_loss
+        progress = self.last_progress
+        if loss_of is None and progress is not None and progress.progress is Progress.KNOWN:
+            # every __consumer_offsets partition read: consumed segments can be told apart
+            def loss_of(topic: str, partition: int, base: int, upper: int) -> int | None:
+                assert progress is not None
+                return progress.loss(topic, partition, base, upper).messages
+
+        selection = select(usable, request, self.server, config_for, rnd.now_ms, loss_of)
         if rnd.executes:
             snaps = {ld.path: ld for ld, _locked in snapshot.log_dirs}
             gone: set[str] = set()
@@ -429,6 +462,7 @@ class Kafka(KafkaVoice):
         return {
             "log_dirs": list(self.server.log_dirs),
             "plan_only_log_dirs": list(self.last_plan_only),
+            "groups_at_risk": risk_status(self.last_risk),
             "store_dir_errors": dict(self.last_dir_errors),
         }
 
@@ -509,11 +543,23 @@ class Kafka(KafkaVoice):
             count += 1
             size += bytes_
             oldest = mtime_ms if oldest is None else min(oldest, mtime_ms)
+        risk = None
+        if plan.progress is not None:
+            risk = group_risks(
+                (p for ld in plan.log_dirs for p in ld.partitions),
+                plan.progress,
+                plan.now_ms,
+                plan.retention_ms,
+                plan.expires_ms,
+                self.settings.daemon.guard_top_groups,
+            )
+        self.last_risk = risk
         return StoreStats(
             {
                 Kind.KAFKA_SEGMENT: KindStats(count, size, oldest, plan.now_ms),
                 Kind.PARTITION_DIR: dirs,
-            }
+            },
+            group_risk=risk,
         )
 
     def disk_figures(self, settings: Settings[StoreSection], now_ms: int) -> DiskFigures:
@@ -617,6 +663,8 @@ class Kafka(KafkaVoice):
         }
         if decision.kind is not Kind.PARTITION_DIR:
             fields["base_offset"] = decision.start_offset
+        if decision.loss is not None:
+            fields["loss"] = decision.loss.as_dict()
         if self.rescue_request is not None:
             fields["rescue"] = True  # every deletion `retentiond rescue` makes
         return fields

@@ -8,6 +8,7 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 
 from retentiond.engine.decision import Decision
+from retentiond.kinds.kafka.offsets import KafkaProgress
 from retentiond.kinds.kafka.policy import PartitionPlan
 from retentiond.kinds.kafka.scan import LogDirSnapshot
 from retentiond.reasons import SCHEMA_VERSION
@@ -59,6 +60,7 @@ class KafkaPlan:
     # retention.ms of each topic whose segments can expire by time (delete policy, >= 0)
     retention_ms: Mapping[str, int] = field(default_factory=dict)
     time_index_compat: bool = False  # largest timestamps come from the time index
+    progress: KafkaProgress | None = None  # the consumer progress read (offsets)
 
     def expires_ms(self, p: PartitionPlan, i: int) -> int | None:
         """When segment ``i`` of ``p`` is past retention.ms (Kafka: ``now - largest >
@@ -166,6 +168,16 @@ class KafkaPlan:
             "problems": [{"path": p, "problem": w} for p, w in self.problems()],
             "totals": self.totals(),
             "metadata": {"source": self.metadata_source, "error": self.metadata_error},
+            **(
+                {}
+                if self.progress is None
+                else {
+                    "consumer_progress": {
+                        **self.progress.coverage(),
+                        "problems": [{"path": p, "problem": w} for p, w in self.progress.problems],
+                    }
+                }
+            ),
             "log_dirs": [
                 {
                     "path": ld.path,

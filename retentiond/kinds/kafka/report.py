@@ -129,6 +129,9 @@ def _partition(
     shown = p.decisions if all_queue_files else p.head
     if shown:
         out.extend(_table(_rows(shown, sizes, plan.zone), "    "))
+    for d in p.head[: p.prefix]:
+        if d.loss is not None and not d.loss.nothing:
+            out.append(f"    segment {d.start_offset} {d.loss.summary()}")
     if p.behind and not all_queue_files:
         why = p.behind_reason
         behind = sum(s for s in sizes[len(p.head) :] if s is not None)
@@ -182,6 +185,9 @@ def render_plan(plan: KafkaPlan, *, all_queue_files: bool = False) -> str:
         f"metadata: {plan.metadata_source or 'none'}"
         + (f" (error: {plan.metadata_error})" if plan.metadata_error else ""),
     ]
+    if plan.progress is not None:
+        out.append(plan.progress.coverage_line())
+        out.extend(f"  problem: {w}" for _p, w in plan.progress.problems)
     for err in plan.errors:
         out.append(f"ERROR: {err}")
     deletes = delete_bytes = 0

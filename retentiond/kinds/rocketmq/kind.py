@@ -26,7 +26,15 @@ from retentiond.engine.execute import open_dir_below
 from retentiond.engine.figures import DiskFigures, StoreStats
 from retentiond.engine.holds import HeldFile
 from retentiond.engine.kind import BrokerMain, Cadence, RoundServices, StatusDoc
-from retentiond.engine.loss import Loss, Progress
+from retentiond.engine.loss import (
+    GroupRisk,
+    GroupState,
+    Loss,
+    Progress,
+    add_risk,
+    risk_status,
+    top_risks,
+)
 from retentiond.engine.runs import Outcome, Run
 from retentiond.journal.place import default_journal_dir
 from retentiond.journal.rollup import IdleView
@@ -101,6 +109,7 @@ class RocketMQ(RocketMQVoice):
         self.last_usage: DiskUsage | None = None  # per-path ratios for the round record
         self.last_progress = Progress.UNKNOWN  # the consumer progress the last round read
         self.last_loss: tuple[Loss, ...] = ()  # what the last round's deletions lose
+        self.last_risk: tuple[GroupRisk, ...] | None = None  # store_stats' group_risk
         self.group_moves: dict[str, tuple[int, int]] = {}  # group -> (offsets digest, since ms)
         # The scan cache file (see scancache): loaded before the first scan, written after a
         # remembering round that had to list or read anything. None: not yet looked up.
@@ -395,6 +404,7 @@ class RocketMQ(RocketMQVoice):
             "last_commitlog_min_offset": self.last_physical_min_offset,
             "store_dir_errors": dict(self.last_dir_errors),
             "loss": loss_status(self.last_progress, self.last_loss),
+            "groups_at_risk": risk_status(self.last_risk),
         }
 
     def round_fields(self, plan: Plan, deleted: frozenset[str]) -> dict[str, object]:
@@ -444,7 +454,22 @@ class RocketMQ(RocketMQVoice):
     def store_stats(
         self, plan: Plan, deleted: frozenset[str], previous: StoreStats | None
     ) -> StoreStats:
-        return store_stats(plan, self.settings, deleted, previous)
+        stats = store_stats(plan, self.settings, deleted, previous)
+        self.last_risk = self._group_risk(plan.now_ms)
+        return replace(stats, group_risk=self.last_risk)
+
+    def _group_risk(self, now_ms: int) -> tuple[GroupRisk, ...] | None:
+        """The leading indicator from what this round's CommitLog deletions lose: each
+        active group's unread messages in them, going now. (Files that expire later are not
+        counted yet.)"""
+        if self.last_progress in (Progress.UNKNOWN, Progress.CORRUPT):
+            return None
+        acc: dict[str, list[int | None]] = {}
+        for loss in self.last_loss:
+            for g in loss.groups:
+                if g.state is GroupState.ACTIVE:
+                    add_risk(acc, g.group, g.messages, now_ms)
+        return top_risks(acc, self.settings.daemon.guard_top_groups)
 
     def disk_figures(self, settings: Settings[StoreSection], now_ms: int) -> DiskFigures:
         return disk_figures(rocketmq_of(settings), now_ms)

@@ -17,7 +17,7 @@ from collections.abc import Callable, Sequence
 from fnmatch import fnmatchcase
 from pathlib import Path
 
-from retentiond.engine.loss import GroupLoss, GroupState, Loss
+from retentiond.engine.loss import GroupLoss, GroupState, Loss, Progress
 from retentiond.kinds.rocketmq.formats import CQ_UNIT, CQ_UNIT_SIZE
 from retentiond.kinds.rocketmq.names import parse_offset_name, parse_queue_id
 from retentiond.kinds.rocketmq.progress import (
@@ -131,11 +131,15 @@ class GroupPolicy:
         return GroupState.ACTIVE
 
 
-def _queue_dirs(cq_root: Path, topic: str) -> dict[int, str]:
+def _queue_dirs(cq_root: Path, topic: str) -> dict[int, str] | None:
+    """The topic's queue directories by id; {} when it has none; None when its directory is
+    there but cannot be listed (its readers' loss cannot be counted)."""
     try:
         names = os.listdir(cq_root / topic)
-    except OSError:
+    except (FileNotFoundError, NotADirectoryError):
         return {}
+    except OSError:
+        return None
     out: dict[int, str] = {}
     for name in names:
         qid = parse_queue_id(name)
@@ -163,6 +167,16 @@ def commitlog_losses(
     delay: list[dict[int, int]] = [{} for _ in range(n)]
     half = [0] * n
     timers = [0] * n
+    uncounted: set[str] = set()
+
+    def queue_dirs(topic: str) -> dict[int, str]:
+        dirs = _queue_dirs(cq_root, topic)
+        if dirs is None:
+            uncounted.add(topic)
+            if problem is not None:
+                problem(f"{cq_root}/{topic}", "unreadable: its readers' loss is not counted")
+            return {}
+        return dirs
 
     def count(
         directory: str, firsts: dict[object, int | None], add: Callable[[int, object, int], None]
@@ -183,13 +197,14 @@ def commitlog_losses(
                         if got > 0:
                             add(j, who, got)
         except OSError as exc:
+            uncounted.add(os.path.basename(os.path.dirname(directory)))
             if problem is not None:
-                problem(directory, f"unreadable ({exc.strerror}): its readers' loss unknown")
+                problem(directory, f"unreadable ({exc.strerror}): its readers' loss is not counted")
 
     for topic, by_group in progress.offsets.items():
         if topic in (HALF_TOPIC, OP_HALF_TOPIC):
             continue
-        dirs = _queue_dirs(cq_root, topic)
+        dirs = queue_dirs(topic)
         for qid, directory in sorted(dirs.items()):
             firsts: dict[object, int | None] = {
                 g: qs[qid] for g, qs in sorted(by_group.items()) if qid in qs
@@ -205,7 +220,7 @@ def commitlog_losses(
 
     if progress.delay is not None:
         levels = progress.delay
-        for qid, directory in sorted(_queue_dirs(cq_root, SCHEDULE_TOPIC).items()):
+        for qid, directory in sorted(queue_dirs(SCHEDULE_TOPIC).items()):
 
             def add_level(j: int, who: object, got: int) -> None:
                 assert isinstance(who, int)
@@ -213,7 +228,7 @@ def commitlog_losses(
 
             count(directory, {qid + 1: levels.get(qid + 1, 0)}, add_level)
 
-    half_dir = _queue_dirs(cq_root, HALF_TOPIC).get(0)
+    half_dir = queue_dirs(HALF_TOPIC).get(0)
     if half_dir is not None and progress.progress.value == "known":
         first = progress.offsets.get(HALF_TOPIC, {}).get(TRANS_GROUP, {}).get(0)
 
@@ -224,7 +239,7 @@ def commitlog_losses(
 
     timer = progress.timer
     if timer is not None:
-        timer_dir = _queue_dirs(cq_root, TIMER_TOPIC).get(0)
+        timer_dir = queue_dirs(TIMER_TOPIC).get(0)
         if timer_dir is not None:
 
             def add_timer(j: int, who: object, got: int) -> None:
@@ -236,16 +251,21 @@ def commitlog_losses(
             timers[j] += bisect.bisect_left(pending, end) - bisect.bisect_left(pending, start)
 
     out = []
+    # A loss not counted is never reported as known: every file may hold the uncounted
+    # readers' messages.
+    known = progress.progress is Progress.KNOWN
+    state = Progress.PARTIAL if uncounted and known else progress.progress
     for j in range(n):
         out.append(
             Loss(
-                progress.progress,
+                state,
                 tuple(
                     GroupLoss(g, t, m, policy.state(g)) for (g, t), m in sorted(groups[j].items())
                 ),
                 timers=timers[j],
                 delay_levels=tuple(sorted(delay[j].items())),
                 half_messages=half[j],
+                uncounted=tuple(sorted(uncounted)),
             )
         )
     return out

@@ -30,7 +30,12 @@ def test_plan_round_changes_nothing(tmp_path: Path) -> None:
         str(write_server_properties(tmp_path / "server.properties", [store.log_dir]))
     )
     # Settings for a Kafka config is the lead's wiring; the kind reads only config_hash
-    kind = Kafka(SimpleNamespace(config_hash="h", daemon=SimpleNamespace(timezone=None)), server)  # type: ignore[arg-type]
+    kind = Kafka(
+        SimpleNamespace(
+            config_hash="h", daemon=SimpleNamespace(timezone=None, guard_ignore_groups=())
+        ),
+        server,
+    )  # type: ignore[arg-type]
     before = sorted(str(p) for p in store.log_dir.rglob("*"))
     plan = kind.plan_round(kind.scan(spec.now_ms), plan_round_of(kind, spec.now_ms))
     assert sorted(str(p) for p in store.log_dir.rglob("*")) == before
@@ -68,7 +73,12 @@ def test_only_a_round_that_may_delete_holds_the_lock_while_it_scans(tmp_path: Pa
     server = load_server_properties(
         str(write_server_properties(tmp_path / "server.properties", [store.log_dir]))
     )
-    kind = Kafka(SimpleNamespace(config_hash="h", daemon=SimpleNamespace(timezone=None)), server)  # type: ignore[arg-type]
+    kind = Kafka(
+        SimpleNamespace(
+            config_hash="h", daemon=SimpleNamespace(timezone=None, guard_ignore_groups=())
+        ),
+        server,
+    )  # type: ignore[arg-type]
     lock = store.log_dir / ".lock"
 
     looked = kind.scan(spec.now_ms, executes=False)

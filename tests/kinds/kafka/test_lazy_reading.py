@@ -204,7 +204,12 @@ def test_store_stats_count_the_segments_never_examined(tmp_path: Path) -> None:
     log = six_segments(tmp_path)
     (log.log_dir / "server.properties").write_text(f"node.id=1\nlog.dirs={log.log_dir}\n")
     server = load_server_properties(str(log.log_dir / "server.properties"))
-    kind = Kafka(SimpleNamespace(config_hash="h", daemon=SimpleNamespace(timezone=None)), server)  # type: ignore[arg-type]
+    kind = Kafka(
+        SimpleNamespace(
+            config_hash="h", daemon=SimpleNamespace(timezone=None, guard_ignore_groups=())
+        ),
+        server,
+    )  # type: ignore[arg-type]
     snap = scan_log_dir(str(log.log_dir))
     (part,) = snap.partitions
     p = plan_partition(

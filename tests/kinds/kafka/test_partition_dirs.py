@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from retentiond.kinds.kafka.leftovers import remove_partition_dir
+from retentiond.reasons import SCHEMA_VERSION
 from tests.conftest import records, run_cli
 from tests.e2e.test_kafka_cli import broker_holding, tree
 from tests.kinds.kafka.leftover_dirs import LeftoverDirs, build_leftover_dirs, dir_bytes
@@ -103,7 +104,7 @@ def test_once_removes_what_the_config_allows_journaled_first(tmp_path: Path) -> 
     }
     for r in deletions:
         assert r["id"] in intents and intents[r["id"]]["bytes"] == r["bytes"]
-        assert r["schema_version"] == 4 and "rescue" not in r
+        assert r["schema_version"] == SCHEMA_VERSION and "rescue" not in r
 
 
 def test_nothing_is_removed_while_a_broker_holds_the_lock(tmp_path: Path) -> None:

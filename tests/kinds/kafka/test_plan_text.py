@@ -48,7 +48,9 @@ def segment_rows(text: str) -> list[tuple[str, ...]]:
 def render(log_dir: Path, plans: list[PartitionPlan], *, every: bool = False) -> str:
     (log_dir / "server.properties").write_text(f"node.id=1\nlog.dirs={log_dir}\n")
     kind = Kafka(
-        SimpleNamespace(config_hash="h", daemon=SimpleNamespace(timezone=None)),
+        SimpleNamespace(
+            config_hash="h", daemon=SimpleNamespace(timezone=None, guard_ignore_groups=())
+        ),
         load_server_properties(str(log_dir / "server.properties")),
     )  # type: ignore[arg-type]
     plan = KafkaPlan(NOW, "h", (LogDirPlan(str(log_dir), True, tuple(plans)),), None)

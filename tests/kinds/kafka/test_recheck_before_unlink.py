@@ -62,7 +62,9 @@ def real_round(
     props = tmp_path / "server.properties"
     props.write_text(f"node.id=1\nlog.dirs={log_dir}\n")
     kind = Kafka(
-        SimpleNamespace(config_hash="h", daemon=SimpleNamespace(timezone=None)),
+        SimpleNamespace(
+            config_hash="h", daemon=SimpleNamespace(timezone=None, guard_ignore_groups=())
+        ),
         load_server_properties(str(props)),
     )  # type: ignore[arg-type]
     kind._config_for = lambda _snap, _topic: config  # type: ignore[method-assign]

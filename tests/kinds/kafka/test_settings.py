@@ -295,3 +295,26 @@ def test_retentiond_cluster_replaces_the_cluster_id(tmp_path: Path, log_dir: Pat
     assert named.broker_cluster_name == "payments"
     assert named.broker_name == plain.broker_name
     assert named.config_hash != plain.config_hash
+
+
+def test_the_timer_guard_is_refused_in_a_kafka_file(tmp_path: Path, log_dir: Path) -> None:
+    cfg = write(
+        tmp_path / "server.properties",
+        f"log.dirs={log_dir}\nretentiond.guard.timers=keep\nretentiond.guard.unconsumed=keep\n",
+    )
+    [p] = problems(cfg)
+    assert p.startswith(f"{cfg}: key 'retentiond.guard.timers' = 'keep'"), p
+    assert "Kafka has no timer messages" in p
+    yml = write(
+        tmp_path / "server.yaml",
+        f"log.dirs: {log_dir}\nretentiond:\n  guard:\n    timers: report\n",
+    )
+    [p] = problems(yml)
+    assert "key 'retentiond.guard.timers'" in p and "Kafka has no timer messages" in p
+    result = run_cli("check-config", str(cfg))
+    assert result.code == 3 and "Kafka has no timer messages" in result.err, result.err
+    # the guard Kafka has is accepted
+    ok = write(
+        tmp_path / "ok.properties", f"log.dirs={log_dir}\nretentiond.guard.unconsumed=keep\n"
+    )
+    assert load_settings(ok).daemon.guard_unconsumed == "keep"

@@ -7,14 +7,17 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import time
 from pathlib import Path
 
 import pytest
 
 from retentiond.kinds.rocketmq.formats import CQ_UNIT
+from retentiond.reasons import SCHEMA_VERSION
 from retentiond.storegen.rocketmq import GeneratedStore, StoreSpec, generate_store, write_config
-from tests.conftest import Tmpfs, run_cli
+from tests.conftest import Tmpfs, need, run_cli
+from tests.helpers.cli import without_caps
 from tests.helpers.stores import CLEAN_NOW, config_keys, records
 from tests.kinds.rocketmq.progress_files import (
     consumer_offset_json,
@@ -158,7 +161,7 @@ def test_forced_deletion_records_exactly_what_the_queues_imply(tmpfs: Tmpfs, tmp
     deletions = [r for r in records(tmp_path / "journal", "deletion") if r["kind"] == "commitlog"]
     assert [r["file"] for r in deletions] == [f["path"] for f in planned]
     for r in deletions:
-        assert r["schema_version"] == 3
+        assert r["schema_version"] == SCHEMA_VERSION
         assert r["loss"] == expected_loss(facts, r["start_offset"], r["end_offset"]), r["file"]
     # the lagging group's whole backlog below the first kept file, and not one message more
     q = facts["q"]
@@ -248,3 +251,35 @@ def test_keep_guards_the_lagging_groups_files_until_the_disk_passes_clean_forcib
     gone = [r for r in records(tmp_path / "journal", "deletion") if r["kind"] == "commitlog"]
     assert gone[0]["file"] == first["path"] and gone[0]["loss"]["messages"] > 0
     assert gone[0]["loss"]["groups"][0]["group"] == "lag"
+
+
+@pytest.mark.parametrize("unreadable", ["topic", "queues"])
+def test_a_loss_that_cannot_be_counted_is_never_taken_for_none(
+    tmp_path: Path, unreadable: str
+) -> None:
+    """An unreadable ConsumeQueue directory hides what its groups have not read: the loss is
+    ``partial`` and names the topic, and a guard set to keep keeps the file (the prefix stops
+    there), where counting nothing would have let the lagging group's messages go."""
+    need(shutil.which("setpriv") is not None or os.geteuid() != 0, "setpriv (util-linux)")
+    store, _ = build(tmp_path / "store")
+    config = config_for(store.root, tmp_path, retentiond={"guard": {"unconsumed": "keep"}})
+    topic = store.root / "consumequeue" / "Orders"
+    hidden = [topic] if unreadable == "topic" else [topic / "0", topic / "1"]
+    for d in hidden:
+        os.chmod(d, 0)
+    as_nobody = without_caps()  # root without capabilities: permission bits bind
+    try:
+        doc = json.loads(run_cli("plan", "--config", str(config), "--json", prefix=as_nobody).out)
+        first = doc["commitlog"]["files"][0]
+        assert first["loss"]["progress"] == "partial"
+        assert first["loss"]["uncounted"] == ["Orders"]
+        assert first["verdict"] == "keep" and first["reason"] == "unconsumed"
+        assert [f for f in doc["commitlog"]["files"] if f["verdict"] == "delete"] == []
+        once = run_cli("once", "--config", str(config), prefix=as_nobody)
+        assert os.path.exists(first["path"]), once.err
+        assert [
+            r for r in records(tmp_path / "journal", "deletion") if r["kind"] == "commitlog"
+        ] == []
+    finally:
+        for d in hidden:
+            os.chmod(d, 0o755)
