@@ -12,7 +12,7 @@ DEMO := demo
 DAEMON_ENV := $(VENV)/.installed
 FULL_ENV := $(VENV)/.installed-test-spark
 
-.PHONY: venv venv-full system-deps test lint run demo-store demo-report bench bench-plan bench-spark bench-kafka clean
+.PHONY: venv venv-full system-deps test lint run demo-store demo-report bench bench-round bench-check bench-plan bench-spark bench-kafka clean
 
 venv: $(DAEMON_ENV)
 venv-full: $(FULL_ENV)
@@ -57,9 +57,14 @@ demo-report: venv-full  # the fleet report of a synthetic mixed fleet: $(DEMO)/r
 	$(BIN)/retentiond analyze --master 'local[2]' --input $(DEMO)/fleet --output $(DEMO)/tables --report $(DEMO)/report
 	@echo "open $(abspath $(DEMO))/report/report.html (one file, no network needed)"
 
-bench: venv
+bench: venv  # issue 28: plan, rounds, daemon memory and READY on four store shapes beside find
+	$(BIN)/python bench/bench_shapes.py
+
+bench-round: venv  # issue 11's detail on bench-100k: rounds, in-process plan, a daemon's idle CPU
 	$(BIN)/python bench/bench_round.py
-	$(BIN)/python bench/bench_plan.py
+
+bench-check: venv  # the same deletions as main on every shape, with and without the scan cache
+	$(BIN)/python bench/check_plans.py --base main
 
 bench-plan: venv  # `retentiond plan` (text, --json) end to end beside find, and its stages
 	$(BIN)/python bench/bench_plan.py

@@ -775,6 +775,22 @@ PRESETS: dict[str, StoreSpec] = {
         sparse=True,
     ),
 }
+# The same 100,000 queues (and the same CommitLog) in the shapes brokers have: a producer
+# auto-creates a topic with 4 queues (DefaultMQProducer.defaultTopicQueueNums), a TopicConfig
+# defaults to 16, and light message queues are ``%LMQ%<name>/0`` directories of one short file
+# each (MixAll.LMQ_PREFIX, LMQ_QUEUE_ID). ``bench-100k`` is 1,000 topics x 100 queues.
+PRESETS["bench-16q"] = dataclasses.replace(PRESETS["bench-100k"], topics=6_250, queues_per_topic=16)
+PRESETS["bench-4q"] = dataclasses.replace(PRESETS["bench-100k"], topics=25_000, queues_per_topic=4)
+PRESETS["bench-lmq"] = dataclasses.replace(
+    PRESETS["bench-100k"],
+    topics=100_000,
+    queues_per_topic=1,
+    topic_prefix="%LMQ%lmq",
+    # One or two units per queue in a file of four: every queue one short (newest) file.
+    cq_file_size=4 * CQ_UNIT_SIZE,
+    messages=150_000,
+    message_size=524_000,  # the same CommitLog bytes as the others: about 75 files of 1 GiB
+)
 
 __all__ = [
     "PRESETS",

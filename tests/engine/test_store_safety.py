@@ -82,7 +82,7 @@ def test_foreign_entries_and_symlinks_are_never_touched(tmpfs: Tmpfs, tmp_path):
     assert str(cl / "notes.txt") in listed and str(cl / "00000000000000000001") in listed
 
 
-def test_misconfigured_store_root_is_refused_and_nothing_is_deleted(tmp_path):
+def test_a_store_root_without_markers_is_a_store_error_and_nothing_is_deleted(tmp_path):
     not_a_store = tmp_path / "home"
     (not_a_store / "commitlog").mkdir(parents=True)
     f = not_a_store / "commitlog" / "00000000000000000000"
@@ -96,8 +96,10 @@ def test_misconfigured_store_root_is_refused_and_nothing_is_deleted(tmp_path):
     before = tree(not_a_store)
     for cmd in (["once", "--config", str(config)], ["check-config", str(config)]):
         result = run_cli(*cmd)
-        assert result.code == 3, result
-        assert "storePathRootDir" in result.err and str(not_a_store) in result.err
+        assert result.code == 4, result  # lacks its marker files: a store error (DECISIONS.md)
+        assert "not a RocketMQ store" in result.err and str(not_a_store) in result.err
+        if cmd[0] == "check-config":
+            assert "storePathRootDir" in result.err
     assert tree(not_a_store) == before
 
 

@@ -230,8 +230,10 @@ class RocketMQ(RocketMQVoice):
                     memo=self.queue_memo,
                     loaded=self.loaded_values,
                 )
-            if qp.examined and rnd.remembers:
-                self.loaded_values = None  # the memo now holds every queue's verified values
+            if qp.examined:
+                # The memo now holds every queue's verified values (a plan's walk fills it
+                # too): the file's arrays are not needed after a daemon's start-up scan.
+                self.loaded_values = None
             # Topic or queue directories the walk could not read: nothing under them was
             # judged. The gate stays where it was, so the next round walks the queues again
             # (and says so again) instead of skipping them until the minimum next moves.

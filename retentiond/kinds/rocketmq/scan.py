@@ -13,6 +13,7 @@ import struct
 import time
 from collections.abc import ItemsView, Iterator, Mapping
 from sys import intern
+from typing import Any
 
 from retentiond.config.settings import Settings
 from retentiond.engine.identity import identity_of
@@ -150,22 +151,58 @@ def _list_dir(path: str, foreign: list[ForeignEntry]) -> tuple[list[str], list[F
     """Regular files with offset names in a queue directory, and everything else as foreign."""
     names: list[str] = []
     strangers: list[ForeignEntry] = []
+    append = names.append
     with os.scandir(path) as entries:
         for entry in entries:
             name = entry.name
-            if entry.is_file(follow_symlinks=False) and _is_offset_name(name):
-                names.append(intern(name))  # offsets repeat across queues: one string each
+            # _is_offset_name, inline: this runs for every file of a store's first walk.
+            if (
+                len(name) == 20
+                and name.isdigit()
+                and name.isascii()
+                and name <= _MAX_OFFSET_NAME
+                and entry.is_file(follow_symlinks=False)
+            ):
+                append(intern(name))  # offsets repeat across queues: one string each
             else:
                 strangers.append(ForeignEntry(entry.path, _classify(entry) or ForeignWhy.NAME))
     names.sort()  # fixed-width decimal: lexicographic order is offset order
-    foreign.extend(strangers)
+    if strangers:
+        foreign.extend(strangers)
     return names, strangers
 
 
-# A parent directory's children as (name, queue id or None), and its remembered listing:
-# ((mtime_ns, ctime_ns, ino), the children, the foreign entries found).
+# What the lister remembers of a parent directory (``consumequeue/`` or a topic directory):
+# its identity when listed (``PARENT_KEY``: mtime_ns, ctime_ns, inode, packed), its children
+# (``consumequeue/``: topic names; a topic: (name, queue id or None) pairs) and the foreign
+# entries found in it. Equal children tuples are shared: most topics hold the same queue ids.
+PARENT_KEY = struct.Struct("=qqQ")
 Children = tuple[tuple[str, int | None], ...]
-ParentListing = tuple[tuple[int, int, int], Children, tuple[ForeignEntry, ...]]
+ParentListing = tuple[bytes, tuple[object, ...], tuple[ForeignEntry, ...]]
+
+
+class Parents:
+    """The parent listings the lister remembers (and the scan cache file carries): the one of
+    ``consumequeue/`` (``root``, at ``root_path``) and those of its topic directories, keyed
+    by topic name (a store has as many topics as queues at worst: no path string each)."""
+
+    __slots__ = ("root", "root_path", "topics")
+
+    def __init__(self, root_path: str = "", root: ParentListing | None = None,
+                 topics: dict[str, ParentListing] | None = None) -> None:  # fmt: skip
+        self.root_path = root_path
+        self.root = root
+        self.topics: dict[str, ParentListing] = topics if topics is not None else {}
+
+    def __contains__(self, path: object) -> bool:
+        """Whether the listing of the directory at ``path`` is remembered."""
+        if path == self.root_path:
+            return self.root is not None
+        head, _, name = str(path).rpartition("/")
+        return head == self.root_path and name in self.topics
+
+    def __len__(self) -> int:
+        return (self.root is not None) + len(self.topics)
 
 
 class QueueLister:
@@ -181,66 +218,108 @@ class QueueLister:
     """
 
     def __init__(self) -> None:
-        # path -> ((mtime_ns, ctime_ns, ino), what the listing produced, foreign entries)
-        self._parents: dict[str, ParentListing] = {}
+        # consumequeue/ and its topic directories (see Parents).
+        self._parents = Parents()
         # path -> the listing, carrying the directory key it was taken under and the foreign
         # entries found (``names`` empty: a directory without queue files). The key packs the
         # mtime, the change time (utime() can set an mtime back, never a ctime), the inode and
         # the device into one bytes object (``DIR_KEY``): compact for 100k+ queues, and
         # compared exactly. One object per queue directory: a daemon keeps them all.
         self._queues: dict[str, QueueListing] = {}
-        # Names tuples of the listings taken in this walk, to share equal ones (emptied before
-        # and after each walk, so that it never holds names no queue has any more).
-        self._names: dict[tuple[str, ...], tuple[str, ...]] = {}
+        # Names tuples (and topic children tuples) of the listings taken in this walk, to share
+        # equal ones (emptied before and after each walk, so that it never holds names no
+        # queue has any more).
+        self._names: dict[Any, Any] = {}
         self.listed = 0  # directories actually read in the last walk (benchmarks, tests)
-        self.queues_listed = 0  # of which queue directories (what the scan cache holds)
+        # Queue directories listed since the scan cache file last took the listings (``saved``):
+        # counted across walks, so that listings a ``plan`` took (it writes no cache) are
+        # written by the next round that does, even when that round lists nothing itself.
+        self.queues_listed = 0
 
-    def _children(
-        self, path: str, foreign: list[ForeignEntry], errors: list[StoreError] | None, what: str,
-        follow: bool = False,
-    ) -> Children:  # fmt: skip
-        """Subdirectories as (name, queue id or None); the rest is foreign. A directory that
-        cannot be stat-ed or listed (other than one gone since its parent was listed) is a
-        store error naming it (``what``: which directory it is): none of it is judged.
-        ``follow``: the directory may be a symlink (``consumequeue/`` as configured), and the
-        listing is remembered under its target's identity, which a new entry changes."""
+    def _root_children(
+        self, path: str, foreign: list[ForeignEntry], errors: list[StoreError] | None
+    ) -> tuple[str, ...]:
+        """The topic directories of ``consumequeue/`` (followed if a symlink, as configured:
+        the listing is remembered under its target's identity, which a new entry changes);
+        the rest is foreign. One that cannot be stat-ed or listed is a store error."""
+        parents = self._parents
+        if parents.root_path != path:  # another store's (never, but then nothing is shared)
+            self._parents = parents = Parents(path)
+        what = "consumequeue directory"
         try:
-            st = os.stat(path, follow_symlinks=follow)
+            st = os.stat(path)
         except OSError as exc:
-            self._parents.pop(path, None)
+            parents.root = None
             if exc.errno not in _GONE and errors is not None:
                 errors.append(StoreError(path, f"cannot stat the {what}: {exc.strerror}"))
             return ()
-        key = (st.st_mtime_ns, st.st_ctime_ns, st.st_ino)
-        cached = self._parents.get(path)
+        key = PARENT_KEY.pack(st.st_mtime_ns, st.st_ctime_ns, st.st_ino)
+        cached = parents.root
         if cached is not None and cached[0] == key:
             foreign.extend(cached[2])
-            return cached[1]
+            return cached[1]  # type: ignore[return-value]
+        listed = self._list_parent(path, what, False, errors)
+        if listed is None:
+            parents.root = None
+            return ()
+        names, strangers, listed_at = listed
+        foreign.extend(strangers)
+        parents.root = (key, names, strangers) if st.st_mtime_ns < listed_at - _RACY_NS else None
+        return names  # type: ignore[return-value]
+
+    def _list_parent(
+        self, path: str, what: str, pairs: bool, errors: list[StoreError] | None
+    ) -> tuple[tuple[object, ...], tuple[ForeignEntry, ...], int] | None:
+        """Subdirectories (names, or (name, queue id or None) pairs), foreign entries and when
+        it was listed; None when it cannot be listed (a store error unless it is gone)."""
         listed_at = time.time_ns()
         self.listed += 1
-        children: list[tuple[str, int | None]] = []
+        children: list[object] = []
         strangers: list[ForeignEntry] = []
+        share = self._names.setdefault
         try:
             with os.scandir(path) as entries:
                 for entry in entries:
                     if entry.is_dir(follow_symlinks=False):
                         name = intern(entry.name)  # "0".."N" once, not once per topic
-                        children.append((name, parse_queue_id(name)))
+                        if pairs:
+                            pair = (name, parse_queue_id(name))
+                            children.append(share(pair, pair))
+                        else:
+                            children.append(name)
                     else:
                         why = _classify(entry) or ForeignWhy.NAME
                         strangers.append(ForeignEntry(entry.path, why))
         except OSError as exc:
-            self._parents.pop(path, None)
             if exc.errno not in _GONE and errors is not None:
                 errors.append(StoreError(path, f"cannot list the {what}: {exc.strerror}"))
+            return None
+        result = (*children,)
+        return share(result, result), (*strangers,), listed_at
+
+    def _topic_children(
+        self, topic: str, path: str, st: os.stat_result, foreign: list[ForeignEntry],
+        errors: list[StoreError] | None,
+    ) -> Children:  # fmt: skip
+        """A topic directory's queue directories, remembered while its identity holds."""
+        topics = self._parents.topics
+        key = PARENT_KEY.pack(st.st_mtime_ns, st.st_ctime_ns, st.st_ino)
+        cached = topics.get(topic)
+        if cached is not None and cached[0] == key:
+            if cached[2]:
+                foreign.extend(cached[2])
+            return cached[1]  # type: ignore[return-value]
+        listed = self._list_parent(path, "topic directory", True, errors)
+        if listed is None:
+            topics.pop(topic, None)
             return ()
+        children, strangers, listed_at = listed
         foreign.extend(strangers)
-        result = tuple(children)
         if st.st_mtime_ns < listed_at - _RACY_NS:
-            self._parents[path] = (key, result, tuple(strangers))
+            topics[topic] = (key, children, strangers)
         else:
-            self._parents.pop(path, None)
-        return result
+            topics.pop(topic, None)
+        return children  # type: ignore[return-value]
 
     def _list_queue(
         self, path: str, st: os.stat_result, key: bytes, topic: str, queue_id: int,
@@ -266,27 +345,35 @@ class QueueLister:
             self._queues.pop(path, None)
         return listing
 
+    def saved(self) -> None:
+        """The scan cache file now holds every listing remembered."""
+        self.queues_listed = 0
+
     def queue_entries(self) -> ItemsView[str, QueueListing]:
         """The remembered queue listings as (path, listing), for the scan cache file (a
         listing with no names: a directory without queue files)."""
         return self._queues.items()
 
-    def parent_entries(self) -> ItemsView[str, ParentListing]:
+    def parent_entries(self) -> Parents:
         """The remembered listings of ``consumequeue/`` and its topic directories."""
-        return self._parents.items()
+        return self._parents
 
-    def preload_parents(self, entries: Mapping[str, ParentListing]) -> None:
+    def preload_parents(self, entries: Parents) -> None:
         """Parent listings from the cache file, used only while each directory keeps its
         mtime, ctime and inode (a stale one could only leave a queue out: keep more)."""
-        self._parents.update(entries)
+        self._parents = entries
 
     def preload(self, entries: Mapping[str, QueueListing]) -> None:
         """Listings from the cache file (``scancache``), used only while each directory keeps
         its identity. They are handed out as they are (``unchanged``): the first round after a
         start has no earlier decision for them, so ``plan_queues`` checks every file's
         identity before it uses a value from the file, and from the next round on the
-        listing is the one those checks were made under."""
-        self._queues.update(entries)
+        listing is the one those checks were made under. A lister that remembers nothing
+        yet (a start) takes the dictionary itself rather than a copy of 100k+ entries."""
+        if not self._queues and isinstance(entries, dict):
+            self._queues = entries
+        else:
+            self._queues.update(entries)
 
     def iter_queues(
         self,
@@ -303,32 +390,43 @@ class QueueLister:
         The loop is written out (one stat and one dict lookup per queue directory on the
         common path) because it runs over every queue of the store.
         """
-        self.listed = self.queues_listed = 0
+        self.listed = 0
         self._names = {}
         queues = self._queues
         get = queues.get
         pack = DIR_KEY.pack
         stat = os.stat
-        cq_children = self._children(
-            consumequeue_dir, foreign, errors, "consumequeue directory", follow=True
-        )
-        for topic, _ in cq_children:
+        topics = self._root_children(consumequeue_dir, foreign, errors)
+        forget = self._parents.topics.pop
+        for topic in topics:
             topic_path = f"{consumequeue_dir}/{topic}"
-            children = self._children(topic_path, foreign, errors, "topic directory")
-            if not children:
-                continue
-            # Each queue directory is stat-ed relative to its topic's: the kernel walks one
-            # path component per stat instead of the whole absolute path (a sixth of the
+            # The topic directory is opened once (never through a symlink) and stat-ed by its
+            # descriptor, and each queue directory is stat-ed relative to it: the kernel walks
+            # one path component per stat instead of the whole absolute path (a sixth of the
             # stat's cost on a 100k-queue store).
+            topic_fd: int | None
             try:
-                topic_fd: int | None = os.open(topic_path, _DIR_FLAGS)
+                topic_fd = os.open(topic_path, _DIR_FLAGS)
             except OSError as exc:
                 if exc.errno in _GONE_OR_NOT_A_DIR:
                     # Listed as a directory a moment ago, now gone or replaced (by a symlink,
                     # say): nothing of it this round; the next one lists consumequeue/ again.
+                    forget(topic, None)
                     continue
                 topic_fd = None  # (out of descriptors, say) by absolute path, as before
             try:
+                try:
+                    if topic_fd is not None:
+                        tst = os.fstat(topic_fd)
+                    else:
+                        tst = stat(topic_path, follow_symlinks=False)
+                except OSError as exc:
+                    forget(topic, None)
+                    if exc.errno not in _GONE and errors is not None:
+                        msg = f"cannot stat the topic directory: {exc.strerror}"
+                        errors.append(StoreError(topic_path, msg))
+                    continue
+                children = self._topic_children(topic, topic_path, tst, foreign, errors)
                 for name, queue_id in children:
                     path = f"{topic_path}/{name}"
                     if queue_id is None:

@@ -36,10 +36,11 @@ import struct
 import sys
 from array import array
 from collections.abc import Mapping
-from itertools import accumulate, repeat
+from itertools import accumulate, islice, repeat
 from operator import mul, sub
 from pathlib import Path
 from sys import intern
+from typing import Any, BinaryIO
 
 import structlog
 
@@ -48,7 +49,7 @@ from retentiond.kinds.rocketmq.names import parse_queue_id
 from retentiond.kinds.rocketmq.plan import QueueDecision
 from retentiond.kinds.rocketmq.queues import Values, decision_values
 from retentiond.kinds.rocketmq.reader import Known
-from retentiond.kinds.rocketmq.scan import DIR_KEY, ParentListing, QueueLister
+from retentiond.kinds.rocketmq.scan import DIR_KEY, PARENT_KEY, ParentListing, Parents, QueueLister
 from retentiond.kinds.rocketmq.snapshot import QueueListing
 
 log = structlog.get_logger(__name__)
@@ -96,6 +97,43 @@ def _ctime_if_same(path: str, ident: FileIdentity) -> int | None:
     return st.st_ctime_ns
 
 
+_SLICE = 8192  # queues per slice of an array written to the cache file
+
+
+def _values(
+    entries: list[QueueListing],
+    memo: Mapping[str, QueueDecision],
+    loaded: LoadedValues | None,
+) -> array[int]:
+    """The ``_V`` record of each non-last file of these queues: the value their decision
+    read (``memo``; for a queue the memo does not know yet, what was loaded from the file)
+    with the identity it was read under, or a record of "not known"."""
+    va = array("q")
+    loaded_get = loaded.get if loaded is not None else _nothing_loaded
+    unpack = DIR_KEY.unpack
+    for listing in entries:
+        qpath, names = listing.directory, listing.names
+        dev = unpack(listing.key)[3]
+        hit = memo.get(qpath)
+        got = (hit.names, decision_values(hit)) if hit is not None else loaded_get(qpath)
+        known: Values = ()
+        if got is not None and (got[0] is names or got[0] == names):
+            known = got[1]
+        for i in range(len(names) - 1):
+            k = known[i] if i < len(known) else None
+            if k is None or k[0].dev != dev:
+                va.extend((0, 0, 0, 0, -1))
+            else:
+                ident, ctime = k[0], k[2]
+                if ctime is None:
+                    ctime = _ctime_if_same(f"{qpath}/{names[i]}", ident)
+                if ctime is None:
+                    va.extend((0, 0, 0, 0, -1))  # changed or gone since it was read
+                else:
+                    va.extend((_s64(ident.ino), ident.size, ident.mtime_ns, ctime, k[1]))
+    return va
+
+
 def save(
     path: Path,
     consumequeue_dir: str,
@@ -110,69 +148,99 @@ def save(
         st = os.stat(consumequeue_dir)
     except OSError:
         return False
+    # First what the header needs (which queues, how many names, the string table), then
+    # the arrays written a slice of queues at a time: a daemon writes this file after rounds
+    # that listed anything, and whole arrays for 100k+ queues would be a peak of its memory.
     strings: dict[str, int] = {}
-    qa, na, va = array("q"), array("q"), array("q")
-    loaded_get = loaded.get if loaded is not None else _nothing_loaded
-    unpack = DIR_KEY.unpack
-    for qpath, listing in lister.queue_entries():
+    entries: list[QueueListing] = []  # (a listing's ``directory`` is its path)
+    td = array("q")  # per queue written: its topic's and its directory name's string index
+    n_names = 0
+    for _, listing in lister.queue_entries():
         if not listing.names or listing.strangers:
             continue  # only plain queue directories are worth carrying over
-        key = listing.key
-        dev = unpack(key)[3]
-        names = listing.names
-        hit = memo.get(qpath)
-        got = (hit.names, decision_values(hit)) if hit is not None else loaded_get(qpath)
-        known: Values = ()
-        if got is not None and (got[0] is names or got[0] == names):
-            known = got[1]
-        topic = listing.topic
-        t = strings.setdefault(topic, len(strings))
-        d = strings.setdefault(os.path.basename(qpath), len(strings))
-        qa.extend((t, d, listing.queue_id, len(names)))
-        qa.frombytes(key)  # the key's four 64-bit fields as they are
-        na.extend(map(int, names))
-        for i in range(len(names) - 1):
-            k = known[i] if i < len(known) else None
-            if k is None or k[0].dev != dev:
-                va.extend((0, 0, 0, 0, -1))
-            else:
-                ident, ctime = k[0], k[2]
-                if ctime is None:
-                    ctime = _ctime_if_same(f"{qpath}/{names[i]}", ident)
-                if ctime is None:
-                    va.extend((0, 0, 0, 0, -1))  # changed or gone since it was read
-                else:
-                    va.extend((_s64(ident.ino), ident.size, ident.mtime_ns, ctime, k[1]))
-    pa, ca = array("q"), array("q")
-    for ppath, ((p_mtime, p_ctime, p_ino), children, strangers) in lister.parent_entries():
-        if strangers:
-            continue
-        if ppath == consumequeue_dir:
-            which = -1
-        elif os.path.dirname(ppath) == consumequeue_dir:
-            which = strings.setdefault(os.path.basename(ppath), len(strings))
-        else:
-            continue
-        pa.extend((which, p_mtime, p_ctime, _s64(p_ino), len(children)))
-        ca.extend(strings.setdefault(name, len(strings)) for name, _ in children)
+        entries.append(listing)
+        td.append(strings.setdefault(listing.topic, len(strings)))
+        td.append(strings.setdefault(os.path.basename(listing.directory), len(strings)))
+        n_names += len(listing.names)
+    parents = lister.parent_entries()
+    root: ParentListing | None = None
+    n_topics = n_children = 0
+    if parents.root_path == consumequeue_dir:
+        if parents.root is not None and not parents.root[2]:
+            root = parents.root
+            n_children += len(root[1])
+            for name in root[1]:
+                strings.setdefault(str(name), len(strings))
+        for topic, plisting in parents.topics.items():
+            if not plisting[2]:
+                n_topics += 1
+                strings.setdefault(topic, len(strings))
+                n_children += len(plisting[1])
+                for pair in plisting[1]:
+                    strings.setdefault(pair[0], len(strings))  # type: ignore[index]
     table = "/".join(strings).encode("utf-8", "surrogateescape")
     cq = consumequeue_dir.encode("utf-8", "surrogateescape")
+    n_q = len(entries)
     head = MAGIC + _HEADER.pack(
         VERSION, sys.byteorder == "little", cq_file_size, _s64(st.st_dev), _s64(st.st_ino),
-        len(cq), len(table), len(qa) // _Q, len(na), len(va) // _V, len(pa) // _P, len(ca),
+        len(cq), len(table), n_q, n_names, n_names - n_q, (root is not None) + n_topics,
+        n_children,
     )  # fmt: skip
     digest = hashlib.sha256()
-    parts = [head, cq, table, *(a.tobytes() for a in (qa, na, va, pa, ca))]
-    for p in parts:
-        digest.update(p)
     tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
     try:
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o640)  # as the journal's
         with open(fd, "wb") as f:
-            for p in parts:
-                f.write(p)
+
+            def put(part: bytes | array[int]) -> None:
+                digest.update(part)
+                f.write(part)
+
+            for part in (head, cq, table):
+                put(part)
+            for lo in range(0, n_q, _SLICE):
+                qa = array("q")
+                for j in range(lo, min(n_q, lo + _SLICE)):
+                    listing = entries[j]
+                    qa.extend((td[2 * j], td[2 * j + 1], listing.queue_id, len(listing.names)))
+                    qa.frombytes(listing.key)  # the key's four 64-bit fields as they are
+                put(qa)
+            for lo in range(0, n_q, _SLICE):
+                na = array("q")
+                for listing in entries[lo : lo + _SLICE]:
+                    na.extend(map(int, listing.names))
+                put(na)
+            for lo in range(0, n_q, _SLICE):
+                put(_values(entries[lo : lo + _SLICE], memo, loaded))
+            del entries, td
+            unpack_parent = PARENT_KEY.unpack
+            # The parents' records (consumequeue/ first), then their children's names.
+            pa = array("q")
+            if root is not None:
+                p_mtime, p_ctime, p_ino = unpack_parent(root[0])
+                pa.extend((-1, p_mtime, p_ctime, _s64(p_ino), len(root[1])))
+            put(pa)
+            # (Those without strays, walked twice rather than listed: as many as queues at worst.)
+            plain = ((t, p) for t, p in parents.topics.items() if not p[2])
+            while chunk := list(islice(plain, _SLICE)):
+                pa = array("q")
+                for topic, (key, children, _) in chunk:
+                    p_mtime, p_ctime, p_ino = unpack_parent(key)
+                    pa.extend((strings[topic], p_mtime, p_ctime, _s64(p_ino), len(children)))
+                put(pa)
+            ca = array("q")
+            if root is not None:
+                ca.extend(strings[str(name)] for name in root[1])
+            put(ca)
+            plain = ((t, p) for t, p in parents.topics.items() if not p[2])
+            while chunk := list(islice(plain, _SLICE)):
+                ca = array("q")
+                for _, (_, children, _) in chunk:
+                    ca.extend(strings[pair[0]] for pair in children)  # type: ignore[index]
+                put(ca)
             f.write(digest.digest())
         os.replace(tmp, path)
+        lister.saved()
     except OSError as exc:
         log.warning("cannot write the scan cache", file=str(path), error=str(exc))
         with contextlib.suppress(OSError):
@@ -188,7 +256,7 @@ def _nothing_loaded(path: str) -> None:
 
 
 # The lister's queue listings and parent listings, and the values, by directory.
-Loaded = tuple[dict[str, QueueListing], "LoadedValues", dict[str, ParentListing]]
+Loaded = tuple[dict[str, QueueListing], "LoadedValues", Parents]
 
 
 def load(path: Path, consumequeue_dir: str, cq_file_size: int) -> Loaded | None:
@@ -198,21 +266,24 @@ def load(path: Path, consumequeue_dir: str, cq_file_size: int) -> Loaded | None:
     of this store in this format is ignored with a warning.
     """
     try:
-        with open(path, "rb") as f:
-            raw = f.read()
+        f = open(path, "rb")  # noqa: SIM115 (closed below, after the parse)
     except FileNotFoundError:
         return None
     except OSError as exc:
         log.warning("cannot read the scan cache; ignored", file=str(path), error=str(exc))
         return None
     try:
-        got = _parse(raw, consumequeue_dir, cq_file_size)
+        with f:
+            got = _parse(f, os.fstat(f.fileno()).st_size, consumequeue_dir, cq_file_size)
+    except OSError as exc:
+        log.warning("cannot read the scan cache; ignored", file=str(path), error=str(exc))
+        return None
     except (
-        ValueError, TypeError, KeyError, IndexError, StopIteration, struct.error, OverflowError
+        ValueError, TypeError, KeyError, IndexError, StopIteration, EOFError, struct.error,
+        OverflowError,
     ) as exc:  # fmt: skip
         log.warning("ignoring a corrupt or foreign scan cache", file=str(path), error=str(exc))
         return None
-    del raw
     trim_heap()
     return got
 
@@ -236,13 +307,13 @@ class LoadedValues:
 
     def __init__(self, listings: dict[str, QueueListing], qa: array[int], na: array[int],
                  va: array[int], starts: array[int], names: _NameTable) -> None:  # fmt: skip
-        self._paths = listings  # path -> listing, in file order
         self._at: dict[str, int] | None = None  # path -> position, made when first asked
         # In file order, which is the order a walk of the unchanged directories visits them
         # in (``plan_queues`` looks a queue up by position first, by path only when that
         # misses: no 100k-entry dictionary to build and search on the common path).
         self.listings = list(listings.values())
-        self._qa, self._na, self._va, self._starts, self._names = qa, na, va, starts, names
+        # (The per-queue records themselves are not kept: their keys are in the listings.)
+        self._na, self._va, self._starts, self._names = na, va, starts, names
         # For ``queues.plan_queues``, which checks the values of the very listings loaded
         # with them (so the same names, in order) straight from the array
         # (``plan_queue_from_file``); any other listing of a queue goes through ``get``.
@@ -261,7 +332,7 @@ class LoadedValues:
     def index(self) -> dict[str, int]:
         """Each queue directory's position in the file."""
         if self._at is None:
-            self._at = {path: i for i, path in enumerate(self._paths)}
+            self._at = {q.directory: i for i, q in enumerate(self.listings)}
         return self._at
 
     def get(self, path: str) -> tuple[tuple[str, ...], Values] | None:
@@ -269,9 +340,9 @@ class LoadedValues:
         i = self.index.get(path)
         if i is None:
             return None
-        qa, va, same = self._qa, self._va, self._ints.setdefault
-        n = qa[i * _Q + 3]
-        dev = qa[i * _Q + 7]
+        va, same = self._va, self._ints.setdefault
+        n = self._starts[i + 1] - self._starts[i]
+        dev = self.devices[i]
         if dev < 0:
             dev += _U64
         dev = same(dev, dev)
@@ -299,32 +370,55 @@ class _NameTable(dict[int, str]):
         return name
 
 
-def _parse(raw: bytes, consumequeue_dir: str, cq_file_size: int) -> Loaded | None:
+def _read(f: BinaryIO, n: int, digest: Any) -> bytes:
+    data = f.read(n)
+    if len(data) != n:
+        raise ValueError("a truncated file")
+    digest.update(data)
+    return data
+
+
+def _read_array(f: BinaryIO, n: int, digest: Any) -> array[int]:
+    """``n`` 64-bit integers read straight into an array (no copy of the file in memory)."""
+    a = array("q", bytes(8 * n))
+    if f.readinto(a) != 8 * n:  # type: ignore[attr-defined]
+        raise ValueError("a truncated file")
+    digest.update(a)
+    return a
+
+
+def _parse(f: BinaryIO, file_size: int, consumequeue_dir: str, cq_file_size: int) -> Loaded | None:
     """Check everything that can be checked before a single entry is used, then build the
-    entries in one loop over the arrays."""
-    if not raw.startswith(MAGIC) or len(raw) < len(MAGIC) + _HEADER.size + 32:
+    entries in one loop over the arrays. The file is read piece by piece into its arrays (a
+    daemon's peak memory counts: no whole copy of it), and its checksum is checked before
+    anything of it is used."""
+    digest = hashlib.sha256()
+    head = f.read(len(MAGIC) + _HEADER.size)
+    if not head.startswith(MAGIC) or file_size < len(MAGIC) + _HEADER.size + 32:
         raise ValueError("not a retentiond scan cache")
-    body, digest = raw[:-32], raw[-32:]
-    if hashlib.sha256(body).digest() != digest:
-        raise ValueError("checksum mismatch (a torn or edited file)")
-    pos = len(MAGIC)
+    digest.update(head)
     version, little, size, dev, ino, n_cq, n_table, n_q, n_n, n_v, n_p, n_c = _HEADER.unpack_from(
-        body, pos
+        head, len(MAGIC)
     )
     if version != VERSION or little != (sys.byteorder == "little"):
         raise ValueError(f"a scan cache of version {version} or another byte order")
-    pos += _HEADER.size
-    cq = body[pos : pos + n_cq].decode("utf-8", "surrogateescape")
-    pos += n_cq
-    # No name at all (a store without queues) is written as an empty table, not one ''.
-    table = (
-        body[pos : pos + n_table].decode("utf-8", "surrogateescape").split("/") if n_table else []
-    )
-    pos += n_table
+    body_size = len(head) + n_cq + n_table + 8 * (n_q * _Q + n_n + n_v * _V + n_p * _P + n_c)
+    if file_size != body_size + 32:
+        raise ValueError("array lengths do not match the header")
+    cq = _read(f, n_cq, digest).decode("utf-8", "surrogateescape")
     if cq != consumequeue_dir or size != cq_file_size:
         raise ValueError(f"a cache of another store ({cq!r}, file size {size})")
-    if len(body) != pos + 8 * (n_q * _Q + n_n + n_v * _V + n_p * _P + n_c):
-        raise ValueError("array lengths do not match the header")
+    raw_table = _read(f, n_table, digest)
+    qa = _read_array(f, n_q * _Q, digest)
+    na = _read_array(f, n_n, digest)
+    va = _read_array(f, n_v * _V, digest)
+    pa = _read_array(f, n_p * _P, digest)
+    ca = _read_array(f, n_c, digest)
+    if f.read(33) != digest.digest():
+        raise ValueError("checksum mismatch (a torn or edited file)")
+    # No name at all (a store without queues) is written as an empty table, not one ''.
+    table = raw_table.decode("utf-8", "surrogateescape").split("/") if n_table else []
+    del raw_table
     try:
         st = os.stat(consumequeue_dir)
     except OSError:
@@ -335,18 +429,6 @@ def _parse(raw: bytes, consumequeue_dir: str, cq_file_size: int) -> Loaded | Non
     for s in table:
         if s in {"", ".", ".."}:
             raise ValueError(f"bad name {s!r} in the string table")
-    qa, na, va = array("q"), array("q"), array("q")
-    qa.frombytes(body[pos : pos + 8 * n_q * _Q])
-    q_start = pos
-    pos += 8 * n_q * _Q
-    na.frombytes(body[pos : pos + 8 * n_n])
-    pos += 8 * n_n
-    va.frombytes(body[pos : pos + 8 * n_v * _V])
-    pos += 8 * n_v * _V
-    pa, ca = array("q"), array("q")
-    pa.frombytes(body[pos : pos + 8 * n_p * _P])
-    pos += 8 * n_p * _P
-    ca.frombytes(body[pos:])
     queues: dict[str, QueueListing] = {}
     prefix = f"{consumequeue_dir}/"
     # One string per distinct file name: queues are named by logical offsets, which repeat
@@ -370,7 +452,8 @@ def _parse(raw: bytes, consumequeue_dir: str, cq_file_size: int) -> Loaded | Non
     starts = array("q", accumulate(counts, initial=0))
     # Strided views: one C-level step per queue instead of slicing a record apart.
     records = zip(qa[0::_Q], qa[1::_Q], qa[2::_Q], starts[:-1], starts[1:], strict=True)
-    key_at = q_start + 32  # the first queue's key within ``body``
+    keys = memoryview(qa).cast("B")  # each queue's key: the last 32 bytes of its record
+    key_at = 32
     step = 8 * _Q
     new_listing = tuple.__new__  # a NamedTuple without its keyword-handling __new__
     last_offsets = array("q", [-1])
@@ -381,7 +464,7 @@ def _parse(raw: bytes, consumequeue_dir: str, cq_file_size: int) -> Loaded | Non
             if parse_queue_id(dirname) != queue_id:  # only the scan's queues are written
                 raise ValueError(f"bad queue entry {table[t]!r}/{dirname!r}")
             dirnames[d] = queue_id
-        key = body[key_at : key_at + 32]
+        key = bytes(keys[key_at : key_at + 32])
         key_at += step
         offsets = na[first:end]
         if offsets != last_offsets:  # (neighbouring queues mostly have the same names)
@@ -392,23 +475,40 @@ def _parse(raw: bytes, consumequeue_dir: str, cq_file_size: int) -> Loaded | Non
         qpath = f"{prefix}{topic}/{table[d]}"
         # The first round re-checks every file it uses (see the module and plan_queues).
         queues[qpath] = new_listing(QueueListing, (topic, queue_id, qpath, names, True, key, ()))
+    keys.release()
     values = LoadedValues(queues, qa, na, va, starts, names_by_offset)
-    parents: dict[str, ParentListing] = {}
+    parents = Parents(consumequeue_dir)
+    topics = parents.topics
     ids: dict[int, tuple[str, int | None]] = {}  # string index -> (name, queue id)
+    shared_children: dict[tuple[object, ...], tuple[object, ...]] = {}
+    share_children = shared_children.setdefault
     ci = 0
+    pack_parent = PARENT_KEY.pack
     for pi in range(0, len(pa), _P):
         which, p_mtime, p_ctime, p_ino, n = pa[pi : pi + _P]
-        ppath = consumequeue_dir if which == -1 else f"{prefix}{table[which]}"
-        children: list[tuple[str, int | None]] = []
-        for c in ca[ci : ci + n]:
-            child = ids.get(c)
-            if child is None:
-                child = ids[c] = (table[c], parse_queue_id(table[c]))
-            children.append(child)
+        if which < -1:
+            raise ValueError(f"bad parent directory entry {which}")
+        got = ca[ci : ci + n]
         ci += n
         if ci > len(ca):
             raise ValueError("fewer children than parent directories hold")
-        parents[ppath] = ((p_mtime, p_ctime, _u64(p_ino)), tuple(children), ())
+        children: tuple[object, ...]
+        if which == -1:
+            children = tuple(map(table.__getitem__, got))  # topic names
+        else:
+            pairs = []
+            for c in got:
+                child = ids.get(c)
+                if child is None:
+                    child = ids[c] = (table[c], parse_queue_id(table[c]))
+                pairs.append(child)
+            children = (*pairs,)
+            children = share_children(children, children)  # most topics hold the same ids
+        key = pack_parent(p_mtime, p_ctime, _u64(p_ino))
+        if which == -1:
+            parents.root = (key, children, ())
+        else:
+            topics[table[which]] = (key, children, ())
     if ci != len(ca):
         raise ValueError("more children than parent directories hold")
     return queues, values, parents
