@@ -9,6 +9,7 @@ then treats -1 as "space to delete"; we return None and the policy refuses to de
 from __future__ import annotations
 
 import os
+import stat
 from dataclasses import dataclass
 
 
@@ -59,3 +60,17 @@ def adjusted(usage: PathUsage, pending_release_bytes: int) -> PathUsage:
     used = max(0, usage.used_bytes - pending_release_bytes)
     avail = usage.avail_bytes + (usage.used_bytes - used)
     return PathUsage(usage.path, ratio_from_counts(used, avail), usage.total_bytes, used, avail)
+
+
+def path_type(path: str | os.PathLike[str]) -> str | None:
+    """What is at ``path``, following links as the broker does: ``dir``, ``file``, ``other``,
+    or None when nothing is (other OSErrors are raised): the store checks of every kind."""
+    try:
+        st = os.stat(path)
+    except (FileNotFoundError, NotADirectoryError):
+        return None
+    if stat.S_ISDIR(st.st_mode):
+        return "dir"
+    if stat.S_ISREG(st.st_mode):
+        return "file"
+    return "other"

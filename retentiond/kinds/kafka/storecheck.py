@@ -14,11 +14,11 @@ Read-only: this only stats and lists, and never creates a missing dir nor anythi
 from __future__ import annotations
 
 import os
-import stat
 from pathlib import Path
 
 from retentiond.config.problems import ConfigProblem
 from retentiond.config.settings import Settings
+from retentiond.engine.disk import path_type
 from retentiond.kinds.kafka.config import KafkaServer
 
 __all__ = ["check_store", "log_dir_problem"]
@@ -32,25 +32,12 @@ KAFKA_MARKER_FILES = (
 )
 
 
-def _stat_kind(path: Path) -> str | None:
-    """'dir', 'file', 'other', or None if missing; other OSErrors are raised."""
-    try:
-        st = os.stat(path)
-    except (FileNotFoundError, NotADirectoryError):
-        return None
-    if stat.S_ISDIR(st.st_mode):
-        return "dir"
-    if stat.S_ISREG(st.st_mode):
-        return "file"
-    return "other"
-
-
 def log_dir_problem(log_dir: str) -> str | None:
     """Why ``log_dir`` cannot be cleaned now (None: it can): missing, not a directory, empty
     (a disk not mounted), unreadable, or none of Kafka's marker files in it."""
     path = Path(log_dir)
     try:
-        kind = _stat_kind(path)
+        kind = path_type(path)
         if kind is None:
             return "log dir does not exist (a disk not mounted?)"
         if kind != "dir":
@@ -58,7 +45,7 @@ def log_dir_problem(log_dir: str) -> str | None:
         with os.scandir(path) as entries:
             if next(entries, None) is None:
                 return "log dir is empty (a disk not mounted?)"
-        if not any(_stat_kind(path / m) == "file" for m in KAFKA_MARKER_FILES):
+        if not any(path_type(path / m) == "file" for m in KAFKA_MARKER_FILES):
             markers = ", ".join(KAFKA_MARKER_FILES)
             return f"not a Kafka log dir (none of {markers} found)"
     except OSError as exc:

@@ -12,11 +12,11 @@ stats and lists.
 from __future__ import annotations
 
 import os
-import stat
 from pathlib import Path
 
 from retentiond.config.problems import ConfigProblem
 from retentiond.config.settings import Settings
+from retentiond.engine.disk import path_type
 from retentiond.kinds.rocketmq.config import RocketMQStore
 
 __all__ = ["check_store", "store_root_problem"]
@@ -26,24 +26,11 @@ STORE_MARKER_DIRS = ("consumequeue", "index", "config")
 _MARKERS_TEXT = ", ".join([*STORE_MARKER_FILES, *(f"{d}/" for d in STORE_MARKER_DIRS)])
 
 
-def _stat_kind(path: Path) -> str | None:
-    """'dir', 'file', 'other', or None if missing; other OSErrors are raised."""
-    try:
-        st = os.stat(path)
-    except (FileNotFoundError, NotADirectoryError):
-        return None
-    if stat.S_ISDIR(st.st_mode):
-        return "dir"
-    if stat.S_ISREG(st.st_mode):
-        return "file"
-    return "other"
-
-
 def store_root_problem(root: Path) -> str | None:
     """Why the store root cannot be cleaned now (None: it can): missing, not a directory,
     empty (a disk not mounted), unreadable, or none of the broker's marker files in it."""
     try:
-        kind = _stat_kind(root)
+        kind = path_type(root)
         if kind is None:
             return "does not exist"
         if kind != "dir":
@@ -51,8 +38,8 @@ def store_root_problem(root: Path) -> str | None:
         with os.scandir(root) as entries:  # fails early and clearly if we may not look inside
             if next(entries, None) is None:
                 return "is empty (a disk not mounted?)"
-        files = [m for m in STORE_MARKER_FILES if _stat_kind(root / m) == "file"]
-        dirs = [m for m in STORE_MARKER_DIRS if _stat_kind(root / m) == "dir"]
+        files = [m for m in STORE_MARKER_FILES if path_type(root / m) == "file"]
+        dirs = [m for m in STORE_MARKER_DIRS if path_type(root / m) == "dir"]
         if not files and not dirs:
             return f"not a RocketMQ store (none of {_MARKERS_TEXT} found)"
     except OSError as exc:
@@ -85,7 +72,7 @@ def check_store(settings: Settings[RocketMQStore]) -> list[ConfigProblem]:
     seen: dict[tuple[int, int], Path] = {}
     for path in commitlog:
         try:
-            kind = _stat_kind(path)
+            kind = path_type(path)
             if kind is None:
                 refuse("storePathCommitLog", path, "CommitLog directory does not exist")
             elif kind != "dir":
