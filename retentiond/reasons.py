@@ -136,30 +136,29 @@ FORCED_REASONS = frozenset({Reason.FORCED_OVER_CLEAN_FORCIBLY_RATIO})
 _NAME = re.compile(r"[a-z][a-z0-9_]{0,63}")  # a metric label value, a column value, a word
 
 
-class ExtraKind(str):
+class _Extra(str):
+    """A value declared by a store kind outside the package, read like an enum member."""
+
+    __slots__ = ()
+
+    @property
+    def value(self) -> str:
+        return str(self)
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({str(self)!r})"
+
+
+class ExtraKind(_Extra):
     """A file kind declared by a store kind outside the package (``register_kind``)."""
 
     __slots__ = ()
 
-    @property
-    def value(self) -> str:
-        return str(self)
 
-    def __repr__(self) -> str:
-        return f"{type(self).__name__}({str(self)!r})"
-
-
-class ExtraReason(str):
+class ExtraReason(_Extra):
     """A reason declared by a store kind outside the package (``register_reason``)."""
 
     __slots__ = ()
-
-    @property
-    def value(self) -> str:
-        return str(self)
-
-    def __repr__(self) -> str:
-        return f"{type(self).__name__}({str(self)!r})"
 
 
 FileKind: TypeAlias = Kind | ExtraKind  # which file queue a file belongs to
