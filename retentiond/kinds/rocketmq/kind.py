@@ -102,7 +102,7 @@ class RocketMQ(RocketMQVoice):
         self.settings = settings
         self.reader = BinaryReader(settings.store.mapped_file_size_consumequeue)
         self.lister = QueueLister()  # directory listings carried between rounds
-        self.queue_memo: dict[str, QueueDecision] = {}  # earlier decisions (see plan_queues)
+        self.queue_memo: dict[bytes | str, QueueDecision] = {}  # earlier decisions (plan_queues)
         self.last_physical_min_offset = 0  # upstream CleanConsumeQueueService; 0 after a restart
         self.dry_run_min_offset = 0  # the same gate for dry-run rounds (never for real ones)
         self.last_dir_errors: dict[str, str] = {}  # the root, if the last scan could not use it

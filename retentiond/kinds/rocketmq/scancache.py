@@ -50,7 +50,7 @@ from retentiond.kinds.rocketmq.plan import QueueDecision
 from retentiond.kinds.rocketmq.queues import Values, decision_values
 from retentiond.kinds.rocketmq.reader import Known
 from retentiond.kinds.rocketmq.scan import DIR_KEY, PARENT_KEY, ParentListing, Parents, QueueLister
-from retentiond.kinds.rocketmq.snapshot import QueueListing
+from retentiond.kinds.rocketmq.snapshot import QueueListing, QueueRoot
 
 log = structlog.get_logger(__name__)
 
@@ -102,7 +102,7 @@ _SLICE = 8192  # queues per slice of an array written to the cache file
 
 def _values(
     entries: list[QueueListing],
-    memo: Mapping[str, QueueDecision],
+    memo: Mapping[bytes | str, QueueDecision],
     loaded: LoadedValues | None,
 ) -> array[int]:
     """The ``_V`` record of each non-last file of these queues: the value their decision
@@ -114,7 +114,7 @@ def _values(
     for listing in entries:
         qpath, names = listing.directory, listing.names
         dev = unpack(listing.key)[3]
-        hit = memo.get(qpath)
+        hit = memo.get(listing.key or qpath)
         got = (hit.names, decision_values(hit)) if hit is not None else loaded_get(qpath)
         known: Values = ()
         if got is not None and (got[0] is names or got[0] == names):
@@ -138,7 +138,7 @@ def save(
     path: Path,
     consumequeue_dir: str,
     lister: QueueLister,
-    memo: Mapping[str, QueueDecision],
+    memo: Mapping[bytes | str, QueueDecision],
     loaded: LoadedValues | None,
     cq_file_size: int,
 ) -> bool:
@@ -160,7 +160,9 @@ def save(
             continue  # only plain queue directories are worth carrying over
         entries.append(listing)
         td.append(strings.setdefault(listing.topic, len(strings)))
-        td.append(strings.setdefault(os.path.basename(listing.directory), len(strings)))
+        location = listing[2]  # (the lister's: the store's QueueRoot, the name is the id)
+        dirname = os.path.basename(location) if type(location) is str else str(listing.queue_id)
+        td.append(strings.setdefault(dirname, len(strings)))
         n_names += len(listing.names)
     parents = lister.parent_entries()
     root: ParentListing | None = None
@@ -256,7 +258,7 @@ def _nothing_loaded(path: str) -> None:
 
 
 # The lister's queue listings and parent listings, and the values, by directory.
-Loaded = tuple[dict[str, QueueListing], "LoadedValues", Parents]
+Loaded = tuple[dict[bytes, QueueListing], "LoadedValues", Parents]
 
 
 def load(path: Path, consumequeue_dir: str, cq_file_size: int) -> Loaded | None:
@@ -305,7 +307,7 @@ class LoadedValues:
     each is freed before the next queue's are made.
     """
 
-    def __init__(self, listings: dict[str, QueueListing], qa: array[int], na: array[int],
+    def __init__(self, listings: dict[bytes, QueueListing], qa: array[int], na: array[int],
                  va: array[int], starts: array[int], names: _NameTable) -> None:  # fmt: skip
         self._at: dict[str, int] | None = None  # path -> position, made when first asked
         # In file order, which is the order a walk of the unchanged directories visits them
@@ -429,8 +431,8 @@ def _parse(f: BinaryIO, file_size: int, consumequeue_dir: str, cq_file_size: int
     for s in table:
         if s in {"", ".", ".."}:
             raise ValueError(f"bad name {s!r} in the string table")
-    queues: dict[str, QueueListing] = {}
-    prefix = f"{consumequeue_dir}/"
+    queues: dict[bytes, QueueListing] = {}  # by directory key, as the lister keeps them
+    root = QueueRoot(consumequeue_dir)
     # One string per distinct file name: queues are named by logical offsets, which repeat
     # from queue to queue (every queue starts at 0 and grows by one file size), so 100,000
     # queues share a handful of name strings instead of holding two or more each.
@@ -472,10 +474,11 @@ def _parse(f: BinaryIO, file_size: int, consumequeue_dir: str, cq_file_size: int
             names = share(names, names)  # queues with the same file names share one tuple
             last_offsets = offsets
         topic = table[t]
-        qpath = f"{prefix}{topic}/{table[d]}"
         # The first round re-checks every file it uses (see the module and plan_queues).
-        queues[qpath] = new_listing(QueueListing, (topic, queue_id, qpath, names, True, key, ()))
+        queues[key] = new_listing(QueueListing, (topic, queue_id, root, names, True, key, ()))
     keys.release()
+    if len(queues) != n_q:
+        raise ValueError("two queue entries with the same directory key")
     values = LoadedValues(queues, qa, na, va, starts, names_by_offset)
     parents = Parents(consumequeue_dir)
     topics = parents.topics
