@@ -253,9 +253,10 @@ class RocketMQ(RocketMQVoice):
                 rnd.execute(run)
             if qp.examined and rnd.remembers:
                 self._save_scan_cache()  # after the unlinks: the listings it saves are current
+            if qp.examined:
                 # The walk freed as much as it keeps (the cache file's arrays, the values it
                 # held, what the round built): hand the free heap back to the system, or a
-                # daemon's resident size carries it for good.
+                # daemon's resident size carries it for good (its start-up scan is a plan).
                 scancache.trim_heap()
         return Plan(
             now_ms=rnd.now_ms,

@@ -458,7 +458,7 @@ class QueueLister:
                     # (The key holds the inode and device: no other directory has it. The
                     # names are checked anyway, as cheaply: the topic strings are shared.)
                     if listing is not None and listing[1] == queue_id and listing[0] == topic:
-                        remember(key)
+                        remember(listing.key)  # (not ``key``: an equal object, made just now)
                         if listing.strangers:
                             foreign.extend(listing.strangers)
                         if listing.names:

@@ -35,7 +35,7 @@ import os
 import struct
 import sys
 from array import array
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from itertools import accumulate, islice, repeat
 from operator import mul, sub
 from pathlib import Path
@@ -134,6 +134,21 @@ def _values(
     return va
 
 
+def _plain(lister: QueueLister) -> Iterator[QueueListing]:
+    """The listings the file carries, in the lister's order: only plain queue directories
+    (with queue files and nothing else) are worth carrying over."""
+    for _, listing in lister.queue_entries():
+        if listing.names and not listing.strangers:
+            yield listing
+
+
+def _dirname(listing: QueueListing) -> str:
+    """The queue directory's name (the lister's listings hold the store's QueueRoot: the
+    name is the decimal form of the queue id)."""
+    location = listing[2]
+    return os.path.basename(location) if type(location) is str else str(listing.queue_id)
+
+
 def save(
     path: Path,
     consumequeue_dir: str,
@@ -150,19 +165,14 @@ def save(
         return False
     # First what the header needs (which queues, how many names, the string table), then
     # the arrays written a slice of queues at a time: a daemon writes this file after rounds
-    # that listed anything, and whole arrays for 100k+ queues would be a peak of its memory.
+    # that listed anything, and whole arrays (or lists) for 100k+ queues would be a peak of
+    # its memory. The listings are walked once per array instead.
     strings: dict[str, int] = {}
-    entries: list[QueueListing] = []  # (a listing's ``directory`` is its path)
-    td = array("q")  # per queue written: its topic's and its directory name's string index
-    n_names = 0
-    for _, listing in lister.queue_entries():
-        if not listing.names or listing.strangers:
-            continue  # only plain queue directories are worth carrying over
-        entries.append(listing)
-        td.append(strings.setdefault(listing.topic, len(strings)))
-        location = listing[2]  # (the lister's: the store's QueueRoot, the name is the id)
-        dirname = os.path.basename(location) if type(location) is str else str(listing.queue_id)
-        td.append(strings.setdefault(dirname, len(strings)))
+    n_q = n_names = 0
+    for listing in _plain(lister):
+        n_q += 1
+        strings.setdefault(listing.topic, len(strings))
+        strings.setdefault(_dirname(listing), len(strings))
         n_names += len(listing.names)
     parents = lister.parent_entries()
     root: ParentListing | None = None
@@ -180,12 +190,14 @@ def save(
                 n_children += len(plisting[1])
                 for pair in plisting[1]:
                     strings.setdefault(pair[0], len(strings))  # type: ignore[index]
-    table = "/".join(strings).encode("utf-8", "surrogateescape")
+    # The string table's length, without making it (written a slice at a time below).
+    n_table = max(0, len(strings) - 1) + sum(
+        len(x) if x.isascii() else len(x.encode("utf-8", "surrogateescape")) for x in strings
+    )
     cq = consumequeue_dir.encode("utf-8", "surrogateescape")
-    n_q = len(entries)
     head = MAGIC + _HEADER.pack(
         VERSION, sys.byteorder == "little", cq_file_size, _s64(st.st_dev), _s64(st.st_ino),
-        len(cq), len(table), n_q, n_names, n_names - n_q, (root is not None) + n_topics,
+        len(cq), n_table, n_q, n_names, n_names - n_q, (root is not None) + n_topics,
         n_children,
     )  # fmt: skip
     digest = hashlib.sha256()
@@ -198,23 +210,31 @@ def save(
                 digest.update(part)
                 f.write(part)
 
-            for part in (head, cq, table):
-                put(part)
-            for lo in range(0, n_q, _SLICE):
+            put(head)
+            put(cq)
+            names = iter(strings)
+            sep = b""
+            while words := list(islice(names, _SLICE)):
+                put(sep + "/".join(words).encode("utf-8", "surrogateescape"))
+                sep = b"/"
+            listings = _plain(lister)
+            while batch := list(islice(listings, _SLICE)):
                 qa = array("q")
-                for j in range(lo, min(n_q, lo + _SLICE)):
-                    listing = entries[j]
-                    qa.extend((td[2 * j], td[2 * j + 1], listing.queue_id, len(listing.names)))
+                for listing in batch:
+                    qa.extend((strings[listing.topic], strings[_dirname(listing)],
+                               listing.queue_id, len(listing.names)))  # fmt: skip
                     qa.frombytes(listing.key)  # the key's four 64-bit fields as they are
                 put(qa)
-            for lo in range(0, n_q, _SLICE):
+            listings = _plain(lister)
+            while batch := list(islice(listings, _SLICE)):
                 na = array("q")
-                for listing in entries[lo : lo + _SLICE]:
+                for listing in batch:
                     na.extend(map(int, listing.names))
                 put(na)
-            for lo in range(0, n_q, _SLICE):
-                put(_values(entries[lo : lo + _SLICE], memo, loaded))
-            del entries, td
+            listings = _plain(lister)
+            while batch := list(islice(listings, _SLICE)):
+                put(_values(batch, memo, loaded))
+            del batch
             unpack_parent = PARENT_KEY.unpack
             # The parents' records (consumequeue/ first), then their children's names.
             pa = array("q")
