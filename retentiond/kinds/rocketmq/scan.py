@@ -185,15 +185,47 @@ ParentListing = tuple[bytes, tuple[object, ...], tuple[ForeignEntry, ...]]
 class Parents:
     """The parent listings the lister remembers (and the scan cache file carries): the one of
     ``consumequeue/`` (``root``, at ``root_path``) and those of its topic directories, keyed
-    by topic name (a store has as many topics as queues at worst: no path string each)."""
+    by topic name (a store has as many topics as queues at worst: no path string each).
 
-    __slots__ = ("root", "root_path", "topics")
+    A topic directory that holds the queue directories most topics hold (``usual``) and
+    nothing else is remembered by its key alone (``put``): no tuple per topic."""
+
+    __slots__ = ("root", "root_path", "topics", "usual")
 
     def __init__(self, root_path: str = "", root: ParentListing | None = None,
-                 topics: dict[str, ParentListing] | None = None) -> None:  # fmt: skip
+                 topics: dict[str, bytes | ParentListing] | None = None) -> None:  # fmt: skip
         self.root_path = root_path
         self.root = root
-        self.topics: dict[str, ParentListing] = topics if topics is not None else {}
+        self.topics: dict[str, bytes | ParentListing] = topics if topics is not None else {}
+        self.usual: tuple[object, ...] = ()  # (set by the first plain topic ``put``)
+
+    def put(self, topic: str, key: bytes, children: tuple[object, ...],
+            strangers: tuple[ForeignEntry, ...]) -> None:  # fmt: skip
+        """Remember a topic directory's listing."""
+        if not strangers:
+            if not self.usual:
+                self.usual = children
+            if children is self.usual or children == self.usual:
+                self.topics[topic] = key
+                return
+        self.topics[topic] = (key, children, strangers)
+
+    def listing(self, topic: str) -> ParentListing | None:
+        """A topic directory's remembered listing: (key, children, foreign entries)."""
+        got = self.topics.get(topic)
+        if type(got) is bytes:
+            return (got, self.usual, ())
+        return got  # type: ignore[return-value]
+
+    def plain(self) -> Iterator[tuple[str, bytes, tuple[object, ...]]]:
+        """(topic, key, children) of the topic directories remembered with nothing foreign
+        in them, in the order they were remembered."""
+        usual = self.usual
+        for topic, got in self.topics.items():
+            if type(got) is bytes:
+                yield topic, got, usual
+            elif not got[2]:
+                yield topic, got[0], got[1]  # type: ignore[misc]
 
     def __contains__(self, path: object) -> bool:
         """Whether the listing of the directory at ``path`` is remembered."""
@@ -307,13 +339,18 @@ class QueueLister:
         errors: list[StoreError] | None,
     ) -> Children:  # fmt: skip
         """A topic directory's queue directories, remembered while its identity holds."""
-        topics = self._parents.topics
+        parents = self._parents
+        topics = parents.topics
         key = PARENT_KEY.pack(st.st_mtime_ns, st.st_ctime_ns, st.st_ino)
         cached = topics.get(topic)
-        if cached is not None and cached[0] == key:
-            if cached[2]:
-                foreign.extend(cached[2])
-            return cached[1]  # type: ignore[return-value]
+        if cached is not None:
+            if type(cached) is bytes:
+                if cached == key:
+                    return parents.usual  # type: ignore[return-value]
+            elif cached[0] == key:
+                if cached[2]:
+                    foreign.extend(cached[2])  # type: ignore[arg-type]
+                return cached[1]  # type: ignore[return-value]
         listed = self._list_parent(path, "topic directory", True, errors)
         if listed is None:
             topics.pop(topic, None)
@@ -321,7 +358,7 @@ class QueueLister:
         children, strangers, listed_at = listed
         foreign.extend(strangers)
         if st.st_mtime_ns < listed_at - _RACY_NS:
-            topics[topic] = (key, children, strangers)
+            parents.put(topic, key, children, strangers)
         else:
             topics.pop(topic, None)
         return children  # type: ignore[return-value]

@@ -183,13 +183,12 @@ def save(
             n_children += len(root[1])
             for name in root[1]:
                 strings.setdefault(str(name), len(strings))
-        for topic, plisting in parents.topics.items():
-            if not plisting[2]:
-                n_topics += 1
-                strings.setdefault(topic, len(strings))
-                n_children += len(plisting[1])
-                for pair in plisting[1]:
-                    strings.setdefault(pair[0], len(strings))  # type: ignore[index]
+        for topic, _, children in parents.plain():
+            n_topics += 1
+            strings.setdefault(topic, len(strings))
+            n_children += len(children)
+            for pair in children:
+                strings.setdefault(pair[0], len(strings))  # type: ignore[index]
     # The string table's length, without making it (written a slice at a time below).
     n_table = max(0, len(strings) - 1) + sum(
         len(x) if x.isascii() else len(x.encode("utf-8", "surrogateescape")) for x in strings
@@ -243,10 +242,10 @@ def save(
                 pa.extend((-1, p_mtime, p_ctime, _s64(p_ino), len(root[1])))
             put(pa)
             # (Those without strays, walked twice rather than listed: as many as queues at worst.)
-            plain = ((t, p) for t, p in parents.topics.items() if not p[2])
+            plain = parents.plain()
             while chunk := list(islice(plain, _SLICE)):
                 pa = array("q")
-                for topic, (key, children, _) in chunk:
+                for topic, key, children in chunk:
                     p_mtime, p_ctime, p_ino = unpack_parent(key)
                     pa.extend((strings[topic], p_mtime, p_ctime, _s64(p_ino), len(children)))
                 put(pa)
@@ -254,10 +253,10 @@ def save(
             if root is not None:
                 ca.extend(strings[str(name)] for name in root[1])
             put(ca)
-            plain = ((t, p) for t, p in parents.topics.items() if not p[2])
+            plain = parents.plain()
             while chunk := list(islice(plain, _SLICE)):
                 ca = array("q")
-                for _, (_, children, _) in chunk:
+                for _, _, children in chunk:
                     ca.extend(strings[pair[0]] for pair in children)  # type: ignore[index]
                 put(ca)
             f.write(digest.digest())
@@ -327,15 +326,16 @@ class LoadedValues:
     each is freed before the next queue's are made.
     """
 
-    def __init__(self, listings: dict[bytes, QueueListing], qa: array[int], na: array[int],
-                 va: array[int], starts: array[int], names: _NameTable) -> None:  # fmt: skip
+    def __init__(self, listings: dict[bytes, QueueListing], qa: array[int], va: array[int],
+                 starts: array[int]) -> None:  # fmt: skip
         self._at: dict[str, int] | None = None  # path -> position, made when first asked
         # In file order, which is the order a walk of the unchanged directories visits them
         # in (``plan_queues`` looks a queue up by position first, by path only when that
         # misses: no 100k-entry dictionary to build and search on the common path).
         self.listings = list(listings.values())
-        # (The per-queue records themselves are not kept: their keys are in the listings.)
-        self._na, self._va, self._starts, self._names = na, va, starts, names
+        # (The per-queue records and file names themselves are not kept: their keys and
+        # names are in the listings, and they live as long as a daemon's start-up scan.)
+        self._va = va
         # For ``queues.plan_queues``, which checks the values of the very listings loaded
         # with them (so the same names, in order) straight from the array
         # (``plan_queue_from_file``); any other listing of a queue goes through ``get``.
@@ -363,16 +363,14 @@ class LoadedValues:
         if i is None:
             return None
         va, same = self._va, self._ints.setdefault
-        n = self._starts[i + 1] - self._starts[i]
+        names = self.listings[i].names  # (the loaded listing's: its values' names)
         dev = self.devices[i]
         if dev < 0:
             dev += _U64
         dev = same(dev, dev)
-        ni = self._starts[i]
-        vi = ni - i
-        names = tuple(map(self._names.__getitem__, self._na[ni : ni + n]))
+        at = self.value_starts[i]
         vals: list[Known | None] = []
-        for j in range(vi * _V, (vi + n - 1) * _V, _V):
+        for j in range(at, at + (len(names) - 1) * _V, _V):
             v_ino, v_size, v_mtime, v_ctime, value = va[j : j + _V]
             if value < 0:
                 vals.append(None)
@@ -463,7 +461,9 @@ def _parse(f: BinaryIO, file_size: int, consumequeue_dir: str, cq_file_size: int
     dirnames: dict[int, int] = {}  # string index -> queue id, checked once per name
     # Checked for all queues at once before any is used: each queue has a file, the names
     # are the queues' and the values their non-last files'.
-    counts = qa[3::_Q]
+    # (Strided views of the arrays, not copies: a restarting daemon's peak is this load.)
+    qv = memoryview(qa)
+    counts = qv[3::_Q]
     if counts and min(counts) < 1:
         raise ValueError("a queue without files")
     if sum(counts) != len(na) or sum(counts) - n_q != n_v:
@@ -473,7 +473,8 @@ def _parse(f: BinaryIO, file_size: int, consumequeue_dir: str, cq_file_size: int
     # Where each queue's names start (and its values: that minus the queue's index).
     starts = array("q", accumulate(counts, initial=0))
     # Strided views: one C-level step per queue instead of slicing a record apart.
-    records = zip(qa[0::_Q], qa[1::_Q], qa[2::_Q], starts[:-1], starts[1:], strict=True)
+    sv = memoryview(starts)
+    records = zip(qv[0::_Q], qv[1::_Q], qv[2::_Q], sv[:-1], sv[1:], strict=True)
     keys = memoryview(qa).cast("B")  # each queue's key: the last 32 bytes of its record
     key_at = 32
     step = 8 * _Q
@@ -499,9 +500,8 @@ def _parse(f: BinaryIO, file_size: int, consumequeue_dir: str, cq_file_size: int
     keys.release()
     if len(queues) != n_q:
         raise ValueError("two queue entries with the same directory key")
-    values = LoadedValues(queues, qa, na, va, starts, names_by_offset)
+    values = LoadedValues(queues, qa, va, starts)
     parents = Parents(consumequeue_dir)
-    topics = parents.topics
     ids: dict[int, tuple[str, int | None]] = {}  # string index -> (name, queue id)
     shared_children: dict[tuple[object, ...], tuple[object, ...]] = {}
     share_children = shared_children.setdefault
@@ -531,7 +531,7 @@ def _parse(f: BinaryIO, file_size: int, consumequeue_dir: str, cq_file_size: int
         if which == -1:
             parents.root = (key, children, ())
         else:
-            topics[table[which]] = (key, children, ())
+            parents.put(table[which], key, children, ())
     if ci != len(ca):
         raise ValueError("more children than parent directories hold")
     return queues, values, parents
