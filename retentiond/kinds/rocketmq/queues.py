@@ -37,7 +37,8 @@ class LoadedValues(Protocol):
     listings: list[QueueListing]
     va: array[int]  # per non-last file: inode, size, mtime_ns, ctime_ns, value or -1
     value_starts: array[int]  # per listing: where its values start in ``va``
-    devices: array[int]  # per listing: its directory's device (negative above 2**63)
+    # per listing: its directory's device (negative above 2**63); one int: all the same
+    devices: array[int] | int
 
     @property
     def index(self) -> dict[str, int]: ...
@@ -294,7 +295,8 @@ def plan_queues(
     # Listings loaded from the scan cache file, their values still in its arrays
     # (scancache.LoadedValues; looked up inline: this runs for every queue after a start).
     loaded_list: list[QueueListing] = []
-    va = value_starts = devices = _NO_VALUES
+    va = value_starts = _NO_VALUES
+    devices: array[int] | int = _NO_VALUES
     n_loaded = cursor = 0  # the position in the file a walk in file order is at
     if loaded:
         loaded_list, va = loaded.listings, loaded.va
@@ -345,7 +347,7 @@ def plan_queues(
                 reader,
                 va,
                 value_starts[i],
-                devices[i],
+                devices if type(devices) is int else devices[i],  # type: ignore[index]
             )
         elif loaded_get is not None and (got := loaded_get(q.directory)) is not None:
             # From the scan cache file: never trusted as it stands (one lstat per file used).

@@ -342,9 +342,16 @@ class LoadedValues:
         self.va = va
         # Per queue: the directory's device (as stored: negative above 2**63) and where its
         # values start in ``va`` (its names' start minus its index, times the record size).
-        self.devices = qa[7::_Q]
+        # (One integer when every queue directory is on one device, as they mostly are.)
+        devices = qa[7::_Q]
+        self.devices: array[int] | int = devices
+        if devices and devices.count(devices[0]) == len(devices):
+            self.devices = devices[0]
+        del devices
         n = len(starts) - 1
-        self.value_starts = array("q", map(mul, map(sub, starts[:-1], range(n)), repeat(_V, n)))
+        # (32-bit positions while they fit: half the size.)
+        code = "i" if n == 0 or (starts[-1] - n) * _V < 2**31 else "q"
+        self.value_starts = array(code, map(mul, map(sub, starts[:-1], range(n)), repeat(_V, n)))
         self._ints: dict[int, int] = {}  # one int object per distinct size and device
 
     def __len__(self) -> int:
@@ -364,7 +371,8 @@ class LoadedValues:
             return None
         va, same = self._va, self._ints.setdefault
         names = self.listings[i].names  # (the loaded listing's: its values' names)
-        dev = self.devices[i]
+        devices = self.devices
+        dev = devices if type(devices) is int else devices[i]  # type: ignore[index]
         if dev < 0:
             dev += _U64
         dev = same(dev, dev)
