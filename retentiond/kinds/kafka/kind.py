@@ -232,16 +232,20 @@ class Kafka(KafkaVoice):
             for ld, locked in snapshot.log_dirs:
                 parts, leftovers = self._plan_log_dir(snapshot, ld, locked, rnd, config_for)
                 parts = tuple(with_loss(p, progress) for p in parts)
+                guarded = False
                 if keep:
                     yielded = self.guard_yields(ld.path)
                     parts = tuple(keep_unconsumed(p, yielded) for p in parts)
+                    guarded = yielded is None
                 # A plan or a dry run carries nothing out: the holds it would look up change
                 # nothing in what it returns (the partitions' own plans).
                 failed: tuple[str, ...] = ()
                 if locked and not ld.errors and rnd.executes and self.rescue_request is None:
                     failed = self._carry_out(ld, parts, leftovers, rnd)
                 planned.append(
-                    LogDirPlan(ld.path, locked, parts, ld, (*ld.errors, *failed), leftovers)
+                    LogDirPlan(
+                        ld.path, locked, parts, ld, (*ld.errors, *failed), leftovers, guarded
+                    )
                 )
             if self.rescue_request is not None:
                 self._rescue(self.rescue_request, snapshot, planned, rnd, config_for)
@@ -607,7 +611,7 @@ class Kafka(KafkaVoice):
         risk = None
         if plan.progress is not None:
             risk = group_risks(
-                (p for ld in plan.log_dirs for p in ld.partitions),
+                ((p, ld.guarded) for ld in plan.log_dirs for p in ld.partitions),
                 plan.progress,
                 plan.now_ms,
                 plan.retention_ms,

@@ -357,7 +357,7 @@ def with_loss(plan: PartitionPlan, progress: KafkaProgress) -> PartitionPlan:
 
 
 def group_risks(
-    parts: Iterable[PartitionPlan],
+    parts: Iterable[tuple[PartitionPlan, bool]],
     progress: KafkaProgress,
     now_ms: int,
     retention_ms: Mapping[str, int],
@@ -368,18 +368,20 @@ def group_risks(
     configuration will delete: those handed over now (they go now), and for a topic with a
     time limit every segment, the active one included (Kafka rolls it once it expires). A
     segment goes no earlier than the ones before it (a prefix), so its time is the latest
-    expiry known up to it (never later than it can go). None while the progress is unknown
-    or unreadable."""
+    expiry known up to it (never later than it can go). A partition given with True is
+    guarded (``retentiond.guard.unconsumed: keep`` holding in its log dir): an active group's
+    unread records there go with no later segment, so only the deletions now count. None
+    while the progress is unknown or unreadable."""
     acc: dict[str, list[int | None]] = {}
     if progress.progress in (Progress.UNKNOWN, Progress.CORRUPT):
         return None  # nothing can be said: not "no group at risk"
-    for p in parts:
+    for p, guarded_dir in parts:
         part = p.partition
         groups = progress.committed.get((part.topic, part.partition))
         if not groups:
             continue
         bases = part.bases
-        timed = part.topic in retention_ms
+        timed = part.topic in retention_ms and not guarded_dir
         # with a time limit every segment goes in turn, the active one too (after a roll)
         last = len(bases) if timed else p.prefix
         when: int | None = now_ms

@@ -29,6 +29,7 @@ class LogDirPlan:
         foreign: tuple[tuple[str, str], ...] | LogDirSnapshot = (),
         errors: tuple[str, ...] = (),
         leftovers: tuple[Decision, ...] = (),  # whole partition dirs (``leftovers``)
+        guarded: bool = False,  # retentiond.guard.unconsumed=keep held here (disk not above)
     ) -> None:
         self.path = path
         self.locked = locked
@@ -36,6 +37,7 @@ class LogDirPlan:
         self._foreign = foreign
         self.errors = errors
         self.leftovers = leftovers
+        self.guarded = guarded
 
     @property
     def foreign(self) -> tuple[tuple[str, str], ...]:

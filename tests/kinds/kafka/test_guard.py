@@ -197,6 +197,9 @@ def test_a_group_whose_offsets_do_not_move_goes_stale(tmp_path: Path) -> None:
     journaled = _journaled(tmp_path / "journal")
     assert journaled[("orders", 0, 0)] == [("G2", 2, "stale")]
     assert journaled[("orders", 1, 25)] == [("G2", 5, "stale")]
+    # nothing an active group has not read goes while the guard holds: no group at risk
+    cleaner.kind.store_stats(plan, frozenset(), None)
+    assert cleaner.kind.status()["groups_at_risk"] == []
 
     # a fresh process (plan) has watched nothing: G2 is active for it, and protects
     fresh = _verdicts(_plan(config))
