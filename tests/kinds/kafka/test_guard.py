@@ -14,14 +14,21 @@ import json
 import os
 import re
 import shutil
+import subprocess
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from retentiond.engine.cleaner import Cleaner
+from retentiond.engine.disk import measure_path
+from retentiond.engine.rescue import RescueRequest
 from retentiond.journal.writer import Journal
 from retentiond.kinds import kind_for, load_settings
-from tests.conftest import ORIGIN, Tmpfs, records, run_cli
+from retentiond.kinds.kafka.rescue import needed_bytes
+from tests.conftest import ORIGIN, Tmpfs, need, records, run_cli
 from tests.kinds.kafka.test_consumer_offsets import (
     EXPECTED,
     _log_dir,
@@ -239,3 +246,48 @@ def test_rescue_under_keep_takes_no_unconsumed_segment_below_the_warning_ratio(
     assert str(log_dir / "orders-0" / f"{0:020d}.log") in went[4:]
     assert fs["guard_kept_partitions"] == 0
     assert os.path.exists(log_dir / "orders-0" / f"{0:020d}.log")  # a dry run
+
+
+@pytest.fixture
+def small_tmpfs(tmp_path: Path) -> Iterator[Tmpfs]:
+    """A real 1 MiB tmpfs: one percent of it is about one segment's blocks."""
+    need(os.geteuid() == 0, "mounting a tmpfs needs root")
+    mnt = tmp_path / "small"
+    mnt.mkdir()
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(mnt)], check=True)
+    try:
+        yield Tmpfs(mnt)
+    finally:
+        subprocess.run(["umount", "-l", str(mnt)], check=False)
+
+
+def test_rescue_takes_unconsumed_segments_only_down_to_the_warning_ratio(
+    small_tmpfs: Tmpfs,
+) -> None:
+    """Above diskWarningRatio (0.50 here) the guard yields only as far as disk safety needs:
+    rescue takes the consumed segments first, then unconsumed ones while what it has freed
+    leaves the disk above the ratio, and none once it no longer does."""
+    log_dir, config = _log_dir(
+        small_tmpfs.path,
+        int(time.time() * 1000) - 3 * DAY,
+        KEEP,
+        "retentiond.kafka.diskWarningRatio=0.5",
+    )
+    config.write_text(config.read_text().replace("num.partitions=3", "num.partitions=1"))
+    small_tmpfs.fill_to(0.555)
+    usage = measure_path(str(log_dir))
+    assert usage.ratio is not None and usage.ratio > 0.5
+    room = needed_bytes(usage, RescueRequest(target_ratio=0.5))  # freed before it is not
+    code, fs, _ = _rescue(config)
+    assert code == 9
+    items = [i for s in fs["steps"] for i in s["items"]]
+    consumed = [str(log_dir / "orders-1" / f"{b:020d}.log") for b in (0, 5, 10, 15)]
+    assert [i["path"] for i in items[:4]] == consumed
+    assert sum(i["allocated_bytes"] for i in items[:4]) < room  # some unconsumed must go
+    freed = sum(i["allocated_bytes"] for i in items[:4])
+    for item in items[4:]:  # unconsumed: each taken while the disk was still above 0.50
+        assert freed < room, (freed, room, items)
+        freed += item["allocated_bytes"]
+    assert freed >= room
+    assert len(items) < 4 + 6  # orders-0's five candidates and orders-1's one: not all
+    assert fs["guard_kept_partitions"] >= 1
