@@ -287,8 +287,8 @@ class Kafka(KafkaVoice):
         if ratio is None or ratio <= limit:
             return None
         return (
-            f"guard yielded: log dir used ratio {ratio:.4f} above "
-            f"retentiond.kafka.diskWarningRatio {limit}"
+            f"guard yielded: log dir used ratio {ratio:g} above "
+            f"retentiond.kafka.diskWarningRatio {limit:g}"
         )
 
     def _stale_groups(self, progress: KafkaProgress, now_ms: int, remember: bool) -> frozenset[str]:
