@@ -236,7 +236,10 @@ class Kafka(KafkaVoice):
                 if keep:
                     yielded = self.guard_yields(ld.path)
                     parts = tuple(keep_unconsumed(p, yielded) for p in parts)
-                    guarded = yielded is None
+                    # a running broker's own retention deletes whatever the lag: in a
+                    # plan-only dir nothing is guarded (its would-be deletions are kept as
+                    # broker_running, and its groups' records count as at risk)
+                    guarded = yielded is None and locked
                 # A plan or a dry run carries nothing out: the holds it would look up change
                 # nothing in what it returns (the partitions' own plans).
                 failed: tuple[str, ...] = ()

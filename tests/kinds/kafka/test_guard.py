@@ -29,6 +29,7 @@ from retentiond.journal.writer import Journal
 from retentiond.kinds import kind_for, load_settings
 from retentiond.kinds.kafka.rescue import needed_bytes
 from tests.conftest import ORIGIN, Tmpfs, need, records, run_cli
+from tests.e2e.test_kafka_cli import broker_holding
 from tests.kinds.kafka.test_consumer_offsets import (
     EXPECTED,
     _log_dir,
@@ -291,3 +292,29 @@ def test_rescue_takes_unconsumed_segments_only_down_to_the_warning_ratio(
     assert freed >= room
     assert len(items) < 4 + 6  # orders-0's five candidates and orders-1's one: not all
     assert fs["guard_kept_partitions"] >= 1
+
+
+def test_a_running_brokers_log_dir_is_not_guarded(tmp_path: Path) -> None:
+    """With the broker running its own retention deletes whatever the lag: the plan-only
+    dir's would-be deletions stay broker_running, and its groups' unread records in
+    segments that expire later count as at risk."""
+    log_dir, config = _log_dir(tmp_path, None, KEEP)
+    cleaner = Cleaner(kind_for(load_settings(config)))
+    with broker_holding(log_dir):
+        plan = cleaner.plan()
+    reasons = {str(d.reason) for d in plan.decisions() if d.topic == "orders"}
+    assert reasons == {"broker_running"}
+
+    # nothing expired yet (the first segments pass retention.ms in two hours)
+    soon = int(time.time() * 1000) - 7 * DAY + 2 * 3_600_000
+    log_dir, config = _log_dir(tmp_path / "soon", soon, KEEP)
+    cleaner = Cleaner(kind_for(load_settings(config)))
+    with broker_holding(log_dir):
+        plan = cleaner.plan()
+    assert not [d for d in plan.decisions() if str(d.reason) == "broker_running"]
+    cleaner.kind.store_stats(plan, frozenset(), None)
+    risk = cleaner.kind.status()["groups_at_risk"]
+    assert isinstance(risk, list) and {r["group"] for r in risk} == {"G1", "G2"}
+    # the broker stopped: the guard holds there, so no group is at risk
+    cleaner.kind.store_stats(cleaner.plan(), frozenset(), None)
+    assert cleaner.kind.status()["groups_at_risk"] == []
