@@ -278,6 +278,7 @@ class Kafka(KafkaVoice):
             },
             time_index_compat=self.server.time_index_compat,
             progress=progress,
+            guard_unconsumed=self.settings.daemon.guard_unconsumed == "keep",
         )
 
     def guard_yields(self, log_dir: str) -> str | None:

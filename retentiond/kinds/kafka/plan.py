@@ -63,6 +63,7 @@ class KafkaPlan:
     retention_ms: Mapping[str, int] = field(default_factory=dict)
     time_index_compat: bool = False  # largest timestamps come from the time index
     progress: KafkaProgress | None = None  # the consumer progress read (offsets)
+    guard_unconsumed: bool = False  # retentiond.guard.unconsumed=keep
 
     def expires_ms(self, p: PartitionPlan, i: int) -> int | None:
         """When segment ``i`` of ``p`` is past retention.ms (Kafka: ``now - largest >

@@ -108,6 +108,11 @@ def test_keep_stops_the_prefix_at_the_lagging_groups_records(tmp_path: Path) -> 
         text.out
     ), text.out
     assert "... 5 more kept, 1.8 KiB behind 0 (unconsumed)" in text.out
+    assert (
+        "consumer progress partial: 1 of 3 __consumer_offsets partitions here (groups whose "
+        "offsets are elsewhere are not known)\n  guard: retentiond.guard.unconsumed=keep "
+        "protects only the groups whose offsets were read here\n"
+    ) in text.out
 
     once = run_cli("once", "--config", str(config))
     assert once.code == 0, once.err
