@@ -118,6 +118,9 @@ def test_keep_stops_the_prefix_at_the_lagging_groups_records(tmp_path: Path) -> 
     assert once.code == 0, once.err
     assert sorted(_journaled(tmp_path / "journal")) == [("orders", 1, b) for b in (0, 5, 10, 15)]
     assert all(loss == [] for loss in _journaled(tmp_path / "journal").values())
+    [round_record] = records(tmp_path / "journal", "round")
+    assert round_record["reasons"]["keep:unconsumed"] == 2  # one a partition
+    assert round_record["reasons"]["keep:after_first_kept"] == 6
     assert (log_dir / "orders-0" / f"{0:020d}.log").exists()
     assert (log_dir / "orders-1" / f"{20:020d}.log").exists()
     assert not (log_dir / "orders-1" / f"{15:020d}.log").exists()
