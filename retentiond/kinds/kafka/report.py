@@ -18,6 +18,7 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
 from retentiond.engine.decision import Decision
+from retentiond.engine.loss import Progress
 from retentiond.text.units import human_age, human_bytes, human_time
 
 if TYPE_CHECKING:
@@ -196,6 +197,11 @@ def render_plan(plan: KafkaPlan, *, all_queue_files: bool = False) -> str:
     ]
     if plan.progress is not None:
         out.append(plan.progress.coverage_line())
+        if plan.guard_unconsumed and plan.progress.progress is not Progress.KNOWN:
+            out.append(
+                "  guard: retentiond.guard.unconsumed=keep protects only the groups whose "
+                "offsets were read here"
+            )
         out.extend(f"  problem: {w}" for _p, w in plan.progress.problems)
     for err in plan.errors:
         out.append(f"ERROR: {err}")

@@ -9,6 +9,7 @@ import re
 from pathlib import Path
 from types import SimpleNamespace
 
+from retentiond.config.settings import DaemonSettings
 from retentiond.kinds.kafka.config import load_server_properties
 from retentiond.kinds.kafka.kind import Kafka
 from retentiond.kinds.kafka.plan import KafkaPlan, LogDirPlan
@@ -48,9 +49,7 @@ def segment_rows(text: str) -> list[tuple[str, ...]]:
 def render(log_dir: Path, plans: list[PartitionPlan], *, every: bool = False) -> str:
     (log_dir / "server.properties").write_text(f"node.id=1\nlog.dirs={log_dir}\n")
     kind = Kafka(
-        SimpleNamespace(
-            config_hash="h", daemon=SimpleNamespace(timezone=None, guard_ignore_groups=())
-        ),
+        SimpleNamespace(config_hash="h", daemon=DaemonSettings()),
         load_server_properties(str(log_dir / "server.properties")),
     )  # type: ignore[arg-type]
     plan = KafkaPlan(NOW, "h", (LogDirPlan(str(log_dir), True, tuple(plans)),), None)
