@@ -31,6 +31,7 @@ class Kind(StrEnum):
     COMMITLOG = "commitlog"
     CONSUMEQUEUE = "consumequeue"
     INDEX = "index"
+    TIMERLOG = "timerlog"  # RocketMQ 5.x timer log: its files go by the CommitLog minimum
     KAFKA_SEGMENT = "kafka_segment"  # a Kafka segment: its .log and companions go together
     PARTITION_DIR = "partition_dir"  # a whole Kafka partition dir (a leftover), with its files
 
