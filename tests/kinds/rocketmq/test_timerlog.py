@@ -8,14 +8,18 @@ from __future__ import annotations
 
 import json
 import os
+from dataclasses import replace
 from pathlib import Path
 
 from retentiond.kinds import kind_for, load_settings
 from retentiond.kinds.rocketmq.formats import timerlog_last_unit_at
+from retentiond.kinds.rocketmq.holds import HoldRules
+from retentiond.kinds.rocketmq.kind import timerlog_run
 from retentiond.kinds.rocketmq.scan import _scan_timerlog
 from retentiond.kinds.rocketmq.timerlog import plan_timerlog
 from retentiond.reasons import Kind, Reason
 from tests.conftest import expired_spec, make_store, records, run_cli
+from tests.helpers.safety_procs import Holder, ProcView
 from tests.kinds.rocketmq.progress_files import (
     timerlog_file,
     timerlog_full_file,
@@ -71,19 +75,14 @@ def test_the_layout_matches_the_broker() -> None:
 
 def test_files_wholly_below_the_minimum_go_but_never_the_newest(tmp_path: Path) -> None:
     store = make_store(tmp_path, expired_spec())
-    # all three point into the first CommitLog files, which this round deletes; the newest
-    # timerlog file too, and it stays
+    # all three are full and point into the first CommitLog files, which this round
+    # deletes: the newest stays all the same
     paths = write_timerlog(
-        store.root,
-        [
-            full(0, CL - 100),
-            full(CL, 2 * CL - 100),
-            timerlog_file([timerlog_unit(NOW, 1, 5)], SIZE),
-        ],
+        store.root, [full(0, CL - 100), full(CL, 2 * CL - 100), full(2 * CL, 3 * CL - 100)]
     )
     doc = plan_json(store.config)
     minimum = doc["commitlog"]["min_offset_after"]
-    assert minimum > 2 * CL  # (the spec's first ten files are expired and go)
+    assert minimum > 3 * CL  # (the spec's first ten files are expired and go)
     assert doc["timerlog"]["examined"] and doc["timerlog"]["min_offset"] == minimum
     assert rows(doc) == [
         (paths[0].name, "delete", "below_commitlog_min_offset", CL - 100),
@@ -230,3 +229,44 @@ def test_a_store_without_a_timerlog_has_no_such_section(tmp_path: Path) -> None:
     assert "timerlog" not in doc
     text = run_cli("plan", "--config", str(store.config))
     assert "TimerLog" not in text.out
+
+
+def test_a_held_file_waits_and_stops_the_prefix(tmp_path: Path) -> None:
+    """Another process holding the oldest file defers it (and the files behind it) until the
+    forcible interval has passed, as for a ConsumeQueue file; then it goes."""
+    proc = ProcView(tmp_path / "proc")
+    store = make_store(tmp_path, expired_spec())
+    paths = write_timerlog(store.root, [full(0, 10), full(10, 20), timerlog_file([], SIZE)])
+    rules = HoldRules(commitlog_ms=120_000, consumequeue_ms=60_000, index_ms=3_000)
+    assert rules.interval(Kind.TIMERLOG) == 60_000  # upstream's destroy(1000 * 60)
+    cleaner = store.cleaner(proc_root=str(proc), hold_rules=replace(rules, consumequeue_ms=0))
+    with Holder([paths[0]]) as reader:
+        proc.refresh()
+        r = cleaner.run_round()
+        assert r.plan.timerlog is not None
+        first, second, _ = r.plan.timerlog.decisions
+        assert first.reason is Reason.HELD_BY_OTHER_PROCESS and str(reader.pid) in first.detail
+        assert second.reason is Reason.AFTER_FIRST_KEPT
+        assert all(p.exists() for p in paths)
+        r = cleaner.run_round()  # the interval (0 here) has passed
+        gone = [o.decision for o in r.deleted if o.decision.kind is Kind.TIMERLOG]
+        assert [(Path(d.path), d.reason) for d in gone] == [
+            (paths[0], Reason.FORCED_AFTER_HOLD),
+            (paths[1], Reason.BELOW_COMMITLOG_MIN_OFFSET),
+        ]
+    assert paths[2].exists()
+
+
+def test_the_prefix_is_one_run_paced_like_a_queue(tmp_path: Path) -> None:
+    store = make_store(tmp_path, expired_spec(), deleteConsumeQueueFilesInterval=250)
+    write_timerlog(store.root, [full(0, 10), full(10, 20), full(0, 5), timerlog_file([], SIZE)])
+    files = _scan_timerlog(str(store.root / "timerlog"), [], [])
+    assert files is not None
+    tl = plan_timerlog(files, str(store.root / "timerlog"), 15)
+    run = timerlog_run(tl, load_settings(store.config))
+    assert run is not None
+    assert [Path(d.path).name for d in run.decisions] == names(1)  # the prefix only
+    assert run.pause_after_ms == 250 and run.floor == 15 and run.batch_max is None
+    assert (
+        timerlog_run(plan_timerlog(files, str(store.root / "timerlog"), 5), store.settings) is None
+    )
