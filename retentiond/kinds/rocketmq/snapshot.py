@@ -34,6 +34,12 @@ class IndexFile:
     identity: FileIdentity
 
 
+@dataclass(frozen=True, slots=True)
+class TimerLogFile:
+    name: str  # 20 digits: the file's first timerlog byte offset
+    identity: FileIdentity
+
+
 class QueueListing(NamedTuple):
     """One ConsumeQueue directory: its file names in offset order, nothing stat-ed yet."""
 
@@ -91,6 +97,10 @@ class Snapshot:
     # Topic and queue directories the walk could not stat or list, also filled as it walks:
     # store errors that cover only the directory they name (nothing under it was listed).
     queue_errors: list[StoreError] = field(default_factory=list, repr=False, compare=False)
+    # ``timerlog/`` (RocketMQ 5.x timer messages): its files oldest first; None when the store
+    # has no such directory (a 4.x broker, or timers never used).
+    timerlog: tuple[TimerLogFile, ...] | None = None
+    timerlog_dir: str = ""
 
     @property
     def commitlog_min_offset(self) -> int:
