@@ -21,8 +21,9 @@ from typing import TypeAlias, TypeVar
 # reasons unconsumed and pending_timer. 4: one plan envelope for every kind; not_expired for
 # every kept file younger than its retention; plans say when. 5: Kafka leftovers and rescue:
 # file kind partition_dir; reasons delete_dir_leftover, orphan_partition, stray_partition,
-# rescue_beyond_retention; "rescue": true on records (docs/journal.md keeps the table)
-SCHEMA_VERSION = 5
+# rescue_beyond_retention; "rescue": true on records. 6: the RocketMQ file kind timerlog
+# (docs/journal.md keeps the table)
+SCHEMA_VERSION = 6
 
 
 class Kind(StrEnum):
@@ -31,6 +32,7 @@ class Kind(StrEnum):
     COMMITLOG = "commitlog"
     CONSUMEQUEUE = "consumequeue"
     INDEX = "index"
+    TIMERLOG = "timerlog"  # RocketMQ 5.x timer log: its files go by the CommitLog minimum
     KAFKA_SEGMENT = "kafka_segment"  # a Kafka segment: its .log and companions go together
     PARTITION_DIR = "partition_dir"  # a whole Kafka partition dir (a leftover), with its files
 

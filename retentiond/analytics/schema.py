@@ -22,9 +22,10 @@ from pyspark.sql.types import (
 # Records of every version up to this one are read (docs/journal.md, "Versioning"): 2 added
 # the keep reason unlink_refused; 3 the deletion's `loss`; 4 changed only plans and the kept
 # files' reasons, so its records read as version 3's; 5 the Kafka partition_dir file kind and
-# the rescue's reasons and `rescue` field. A record without `loss` or `rescue` contributes
-# nothing to the tables built on them; a newer record is skipped, and counted as such.
-SUPPORTED_SCHEMA_VERSION = 5
+# the rescue's reasons and `rescue` field; 6 the RocketMQ timerlog file kind (and its count in
+# a round's `deleted`). A record without `loss` or `rescue` contributes nothing to the tables
+# built on them; a newer record is skipped, and counted as such.
+SUPPORTED_SCHEMA_VERSION = 6
 
 
 def _f(name: str, kind: object) -> StructField:
@@ -131,6 +132,7 @@ ROUND = StructType(
                     _f("commitlog", _KIND_COUNTS),
                     _f("consumequeue", _KIND_COUNTS),
                     _f("index", _KIND_COUNTS),
+                    _f("timerlog", _KIND_COUNTS),
                 ]
             ),
         ),

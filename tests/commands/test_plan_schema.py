@@ -72,6 +72,20 @@ def test_a_rocketmq_store_error_and_a_round_validate(tmp_path: Path) -> None:
     assert doc["errors"]
 
 
+def test_a_rocketmq_plan_with_a_timer_log_validates(tmp_path: Path) -> None:
+    """The ``timerlog`` section (a store with ``timerlog/``), in a plan and in a round."""
+    store = make_store(tmp_path, expired_spec())
+    (store.root / "timerlog").mkdir()
+    for name in ("00000000000000000000", "00000000000000001024"):
+        (store.root / "timerlog" / name).write_bytes(bytes(1024))  # no unit: kept, a problem
+    doc = plan_json(store.config, "--all")
+    validate(doc)
+    assert [f["reason"] for f in doc["timerlog"]["files"]] == ["unreadable", "newest_file"]
+    result = run_cli("once", "--config", str(store.config), "--json")
+    assert result.code == 0, result.err
+    validate(json.loads(result.out))
+
+
 def kafka_store(tmp_path: Path) -> Path:
     config = tmp_path / "server.properties"
     result = run_cli(

@@ -21,6 +21,7 @@ from retentiond.kinds.rocketmq.formats import (
     decode_message,
     decode_properties,
     decode_record_header,
+    decode_timerlog_offset_py,
     encode_blank,
     encode_message,
     is_never_written,
@@ -56,6 +57,8 @@ def test_every_decoder_takes_any_bytes(data: bytes) -> None:
     assert (index is None) == (len(data) < INDEX_HEADER_SIZE)
     decode_index_entry(data[:20])
     decode_checkpoint(data)
+    offset_py = decode_timerlog_offset_py(data)
+    assert offset_py is None or (len(data) >= 52 and data[:4] == b"\x00\x00\x00\x34")
     assert is_never_written(data[:8]) == (len(data) >= 8 and not any(data[:8]))
     props = decode_properties(data[:300])
     assert props is None or all(isinstance(k, str) for k in props)

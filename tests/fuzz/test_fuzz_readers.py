@@ -1,5 +1,5 @@
-"""The lazy readers on real small files: whatever a ConsumeQueue or index file holds (any
-length, any bytes, a valid-looking file truncated or damaged), they return a value or a
+"""The lazy readers on real small files: whatever a ConsumeQueue, index or timerlog file holds
+(any length, any bytes, a valid-looking file truncated or damaged), they return a value or a
 problem and never raise; a value is only ever returned for a file of the right size. The name
 parsers and the /proc line parsers are total too."""
 
@@ -11,17 +11,23 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from retentiond.engine.proc.files import parse_lock_line, parse_maps_line
-from retentiond.kinds.rocketmq.formats import CQ_UNIT
+from retentiond.kinds.rocketmq.formats import CQ_UNIT, TIMERLOG_UNIT
 from retentiond.kinds.rocketmq.names import (
     MAX_OFFSET,
     is_index_name,
     parse_offset_name,
     parse_queue_id,
 )
-from retentiond.kinds.rocketmq.reader import BinaryReader, read_index_header, read_prefix
+from retentiond.kinds.rocketmq.reader import (
+    BinaryReader,
+    read_index_header,
+    read_prefix,
+    read_timerlog_last_offset,
+)
 from tests.fuzz.conftest import FUZZ, scratch_dir
 
 CQ_SIZE = 8 * 20
+TL_SIZE = 120  # a timerlog file of two 52-byte units (the last at byte 52) and a 16-byte blank
 _FILE = str(scratch_dir("rd-fuzz-") / "00000000000000000000")
 
 
@@ -35,20 +41,28 @@ def _write(data: bytes) -> None:
 
 def _shape(data: bytes, shape: int) -> bytes:
     """0: as drawn; 1: exactly a ConsumeQueue file; 2: a full file whose last unit was never
-    written; 3: an index header and a little more."""
+    written; 3: an index header and a little more; 4: exactly a timerlog file; 5: a timerlog
+    file with a real last unit among drawn bytes."""
     if shape == 1:
         return (data * (CQ_SIZE // max(1, len(data)) + 1))[:CQ_SIZE] if data else bytes(CQ_SIZE)
     if shape == 2:
         return (data + bytes(CQ_SIZE))[: CQ_SIZE - 20] + bytes(20)
     if shape == 3:
         return (data + bytes(48))[:48]
+    if shape == 4:
+        return (data * (TL_SIZE // max(1, len(data)) + 1))[:TL_SIZE] if data else bytes(TL_SIZE)
+    if shape == 5:  # a real last unit (any flags, any offset) in otherwise drawn bytes
+        unit = TIMERLOG_UNIT.pack(52, -1, (data[:1] or b"\x01")[0] & 0xF, 0, 0,
+                                  int.from_bytes((data + bytes(8))[:8], "big", signed=True),
+                                  0, 0, 0)  # fmt: skip
+        return (data + bytes(52))[:52] + unit + (data + bytes(16))[:16]
     return data
 
 
 @FUZZ
-@given(data=st.binary(max_size=200), shape=st.integers(0, 3))
+@given(data=st.binary(max_size=200), shape=st.integers(0, 5))
 def test_readers_take_any_file(data: bytes, shape: int) -> None:
-    """One real file per case, read as a ConsumeQueue file and as an index file."""
+    """One real file per case, read as a ConsumeQueue, an index and a timerlog file."""
     data = _shape(data, shape)
     _write(data)
     got = BinaryReader(CQ_SIZE).cq_last_offset(_FILE)
@@ -62,6 +76,14 @@ def test_readers_take_any_file(data: bytes, shape: int) -> None:
     assert (problem is None) == (header is not None)
     assert ident is not None and ident.size == len(data)
     assert read_prefix(_FILE) == data[:8]
+    got = read_timerlog_last_offset(_FILE, TL_SIZE)
+    assert got.value is not None or shape != 5
+    if got.value is not None:
+        unit = TIMERLOG_UNIT.unpack(data[52:104])
+        assert len(data) == TL_SIZE and unit[0] == 52 and (unit[2] | 0xF) == 0xF
+        assert unit[5] == got.value and got.problem is None
+    else:
+        assert got.problem
 
 
 def _name(raw: bytes) -> str:

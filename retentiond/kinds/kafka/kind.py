@@ -48,11 +48,24 @@ from retentiond.kinds.kafka.offline import (
     write_log_start_checkpoint,
 )
 from retentiond.kinds.kafka.offsets import TOPIC as OFFSETS_TOPIC
-from retentiond.kinds.kafka.offsets import KafkaProgress, group_risks, read_progress, with_loss
+from retentiond.kinds.kafka.offsets import (
+    KafkaProgress,
+    group_risks,
+    keep_unconsumed,
+    read_progress,
+    with_loss,
+)
 from retentiond.kinds.kafka.plan import KafkaPlan, LogDirPlan
 from retentiond.kinds.kafka.policy import PartitionPlan, TopicConfig, keep_all, plan_partition
 from retentiond.kinds.kafka.report import render_plan
-from retentiond.kinds.kafka.rescue import LossOf, Selection, document, report_lines, select
+from retentiond.kinds.kafka.rescue import (
+    Guard,
+    LossOf,
+    Selection,
+    document,
+    report_lines,
+    select,
+)
 from retentiond.kinds.kafka.scan import LogDirSnapshot, scan_log_dir
 from retentiond.kinds.kafka.storecheck import log_dir_problem
 from retentiond.kinds.kafka.voice import KafkaVoice
@@ -110,6 +123,10 @@ class Kafka(KafkaVoice):
         self._rescue_state: tuple[Selection | None, RescueRequest, bool, list[str]] | None = None
         self.last_progress: KafkaProgress | None = None  # the consumer progress last read
         self.last_risk: tuple[GroupRisk, ...] | None = None  # store_stats' group_risk
+        # group -> (digest of its committed offsets, when this object first saw them so):
+        # retentiond.guard.staleAfter as the daemon observes it (a fresh object, as plan's,
+        # has seen no group go stale)
+        self.group_moves: dict[str, tuple[int, int]] = {}
         # the log dirs the last scan could not use (missing, unmounted, unreadable), and why
         self.last_dir_errors: dict[str, str] = {}
 
@@ -209,18 +226,29 @@ class Kafka(KafkaVoice):
                 configs[topic] = self._config_for(snapshot, topic)
             return configs[topic]
 
-        progress = self.consumer_progress(snapshot)
+        progress = self.consumer_progress(snapshot, rnd.now_ms, remember=rnd.remembers)
+        keep = self.settings.daemon.guard_unconsumed == "keep" and progress.readable
         try:
             for ld, locked in snapshot.log_dirs:
                 parts, leftovers = self._plan_log_dir(snapshot, ld, locked, rnd, config_for)
                 parts = tuple(with_loss(p, progress) for p in parts)
+                guarded = False
+                if keep:
+                    yielded = self.guard_yields(ld.path)
+                    parts = tuple(keep_unconsumed(p, yielded) for p in parts)
+                    # a running broker's own retention deletes whatever the lag: in a
+                    # plan-only dir nothing is guarded (its would-be deletions are kept as
+                    # broker_running, and its groups' records count as at risk)
+                    guarded = yielded is None and locked
                 # A plan or a dry run carries nothing out: the holds it would look up change
                 # nothing in what it returns (the partitions' own plans).
                 failed: tuple[str, ...] = ()
                 if locked and not ld.errors and rnd.executes and self.rescue_request is None:
                     failed = self._carry_out(ld, parts, leftovers, rnd)
                 planned.append(
-                    LogDirPlan(ld.path, locked, parts, ld, (*ld.errors, *failed), leftovers)
+                    LogDirPlan(
+                        ld.path, locked, parts, ld, (*ld.errors, *failed), leftovers, guarded
+                    )
                 )
             if self.rescue_request is not None:
                 self._rescue(self.rescue_request, snapshot, planned, rnd, config_for)
@@ -250,12 +278,44 @@ class Kafka(KafkaVoice):
             },
             time_index_compat=self.server.time_index_compat,
             progress=progress,
+            guard_unconsumed=self.settings.daemon.guard_unconsumed == "keep",
         )
 
-    def consumer_progress(self, snapshot: KafkaSnapshot) -> KafkaProgress:
+    def guard_yields(self, log_dir: str) -> str | None:
+        """Disk safety wins over ``retentiond.guard.unconsumed: keep``: when the log dir's
+        filesystem is above ``retentiond.kafka.diskWarningRatio`` (strictly, as its
+        ``warning_level`` disk state), what the guard would keep goes, and this says why.
+        None (the guard holds) below it, and while the ratio cannot be measured."""
+        ratio = measure_path(log_dir).ratio
+        limit = self.disk_warning_ratio
+        if ratio is None or ratio <= limit:
+            return None
+        return (
+            f"guard yielded: log dir used ratio {ratio:g} above "
+            f"retentiond.kafka.diskWarningRatio {limit:g}"
+        )
+
+    def _stale_groups(self, progress: KafkaProgress, now_ms: int, remember: bool) -> frozenset[str]:
+        """Groups whose committed offsets have not moved for ``guard.staleAfter`` as this
+        object has watched them, round after round. A group whose offsets were not read this
+        round is forgotten (its clock starts again when it is seen). ``remember`` False (a
+        plan) leaves the memory as it was."""
+        seen: dict[str, tuple[int, int]] = {}
+        for group, digest in progress.signatures().items():
+            old = self.group_moves.get(group)
+            seen[group] = old if old is not None and old[0] == digest else (digest, now_ms)
+        if remember:
+            self.group_moves = seen
+        after = self.settings.daemon.guard_stale_after_ms
+        return frozenset(g for g, (_, since) in seen.items() if now_ms - since >= after)
+
+    def consumer_progress(
+        self, snapshot: KafkaSnapshot, now_ms: int | None = None, *, remember: bool = False
+    ) -> KafkaProgress:
         """The committed offsets of the ``__consumer_offsets`` partitions in the log dirs
         (``offsets``), read every round; a segment that cannot be read is a problem of the
-        plan, never a reason to delete more."""
+        plan, never a reason to delete more. Groups whose offsets have not moved for
+        ``retentiond.guard.staleAfter`` are ``stale`` (``_stale_groups``)."""
         found = []
         for ld, _locked in snapshot.log_dirs:
             for p in ld.partitions:
@@ -266,6 +326,8 @@ class Kafka(KafkaVoice):
         progress = read_progress(
             found, self.server.offsets_topic_partitions, self.settings.daemon.guard_ignore_groups
         )
+        if now_ms is not None and progress.readable:
+            progress = progress.with_stale(self._stale_groups(progress, now_ms, remember))
         self.last_progress = progress
         return progress
 
@@ -393,7 +455,14 @@ class Kafka(KafkaVoice):
                 assert progress is not None
                 return progress.loss(topic, partition, base, upper).messages
 
-        selection = select(usable, request, self.server, config_for, rnd.now_ms, loss_of)
+        guard = None
+        if (
+            self.settings.daemon.guard_unconsumed == "keep"
+            and progress is not None
+            and progress.readable
+        ):
+            guard = Guard(progress.protects, self.disk_warning_ratio)
+        selection = select(usable, request, self.server, config_for, rnd.now_ms, loss_of, guard)
         if rnd.executes:
             snaps = {ld.path: ld for ld, _locked in snapshot.log_dirs}
             gone: set[str] = set()
@@ -546,7 +615,7 @@ class Kafka(KafkaVoice):
         risk = None
         if plan.progress is not None:
             risk = group_risks(
-                (p for ld in plan.log_dirs for p in ld.partitions),
+                ((p, ld.guarded) for ld in plan.log_dirs for p in ld.partitions),
                 plan.progress,
                 plan.now_ms,
                 plan.retention_ms,

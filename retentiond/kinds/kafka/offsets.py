@@ -11,6 +11,11 @@ from the group's open transactions, as the 4.x coordinator does.
 A broker holds only the ``__consumer_offsets`` partitions assigned to it, so the result says
 which of the ``offsets.topic.num.partitions`` it read (``coverage``): a group hashed to a
 partition that is elsewhere is not known here, and a plan never says "nobody lags" then.
+
+The guard (``retentiond.guard.unconsumed: keep``, ``keep_unconsumed``) protects what it can
+see: the records at or above the committed offset of an active group (not ignored, not
+stale) whose offsets were read here. A group on a partition that is elsewhere or unreadable
+is unknown, and keep does not protect it.
 """
 
 from __future__ import annotations
@@ -19,9 +24,10 @@ import os
 import struct
 import zlib
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from fnmatch import fnmatchcase
 
+from retentiond.engine.decision import Decision
 from retentiond.engine.loss import (
     GroupLoss,
     GroupRisk,
@@ -33,6 +39,7 @@ from retentiond.engine.loss import (
 )
 from retentiond.kinds.kafka import formats as fm
 from retentiond.kinds.kafka.policy import PartitionPlan
+from retentiond.reasons import Reason, Verdict
 
 TOPIC = "__consumer_offsets"
 DEFAULT_NUM_PARTITIONS = 50  # offsets.topic.num.partitions
@@ -233,6 +240,7 @@ class KafkaProgress:
     num_partitions: int
     problems: tuple[tuple[str, str], ...] = ()
     ignore: tuple[str, ...] = ()  # retentiond.guard.ignoreGroups
+    stale: frozenset[str] = frozenset()  # offsets unmoved for retentiond.guard.staleAfter
 
     def coverage(self) -> dict[str, object]:
         return {
@@ -253,7 +261,32 @@ class KafkaProgress:
     def state(self, group: str) -> GroupState:
         if any(fnmatchcase(group, p) for p in self.ignore):
             return GroupState.IGNORED
+        if group in self.stale:
+            return GroupState.STALE
         return GroupState.ACTIVE
+
+    @property
+    def readable(self) -> bool:
+        """Some committed offsets were read (the progress is known or partial)."""
+        return self.progress in (Progress.KNOWN, Progress.PARTIAL)
+
+    def signatures(self) -> dict[str, int]:
+        """Per group, a digest of every committed offset of it read here: the group's offsets
+        moved when its digest changed."""
+        by_group: dict[str, list[tuple[str, int, int]]] = {}
+        for (topic, part), groups in self.committed.items():
+            for group, offset in groups.items():
+                by_group.setdefault(group, []).append((topic, part, offset))
+        return {g: hash(tuple(sorted(sig))) for g, sig in by_group.items()}
+
+    def with_stale(self, stale: frozenset[str]) -> KafkaProgress:
+        return replace(self, stale=stale)
+
+    def protects(self, topic: str, partition: int, start: int, end: int) -> bool:
+        """Whether the guard set to keep protects the records ``[start, end)``: an active
+        group has not consumed some of them."""
+        loss = self.loss(topic, partition, start, end)
+        return loss.protects(unconsumed=True, timers=False) is not None
 
     def loss(self, topic: str, partition: int, start: int, end: int) -> Loss:
         """What deleting the records ``[start, end)`` of a partition loses: per group, the
@@ -324,7 +357,7 @@ def with_loss(plan: PartitionPlan, progress: KafkaProgress) -> PartitionPlan:
 
 
 def group_risks(
-    parts: Iterable[PartitionPlan],
+    parts: Iterable[tuple[PartitionPlan, bool]],
     progress: KafkaProgress,
     now_ms: int,
     retention_ms: Mapping[str, int],
@@ -335,18 +368,20 @@ def group_risks(
     configuration will delete: those handed over now (they go now), and for a topic with a
     time limit every segment, the active one included (Kafka rolls it once it expires). A
     segment goes no earlier than the ones before it (a prefix), so its time is the latest
-    expiry known up to it (never later than it can go). None while the progress is unknown
-    or unreadable."""
+    expiry known up to it (never later than it can go). A partition given with True is
+    guarded (``retentiond.guard.unconsumed: keep`` holding in its log dir): an active group's
+    unread records there go with no later segment, so only the deletions now count. None
+    while the progress is unknown or unreadable."""
     acc: dict[str, list[int | None]] = {}
     if progress.progress in (Progress.UNKNOWN, Progress.CORRUPT):
         return None  # nothing can be said: not "no group at risk"
-    for p in parts:
+    for p, guarded_dir in parts:
         part = p.partition
         groups = progress.committed.get((part.topic, part.partition))
         if not groups:
             continue
         bases = part.bases
-        timed = part.topic in retention_ms
+        timed = part.topic in retention_ms and not guarded_dir
         # with a time limit every segment goes in turn, the active one too (after a roll)
         last = len(bases) if timed else p.prefix
         when: int | None = now_ms
@@ -362,3 +397,79 @@ def group_risks(
                 if n > 0 and progress.state(group) is GroupState.ACTIVE:
                     add_risk(acc, group, n, max(when, now_ms) if when is not None else None)
     return top_risks(acc, top)
+
+
+# The passes whose deletions the guard may keep: what retention (time or size) takes. Records
+# below the log start offset are gone for every reader already (a fetch there is out of range).
+GUARDED_REASONS = frozenset({Reason.RETENTION_MS_BREACH, Reason.RETENTION_BYTES_BREACH})
+
+
+def guarded(d: Decision) -> bool:
+    """A deletion the guard set to keep would keep: its ``loss`` (``with_loss``) names
+    records an active group has not consumed."""
+    return (
+        d.delete
+        and d.reason in GUARDED_REASONS
+        and d.loss is not None
+        and d.loss.protects(unconsumed=True, timers=False) is not None
+    )
+
+
+def keep_unconsumed(plan: PartitionPlan, yielded: str | None = None) -> PartitionPlan:
+    """``retentiond.guard.unconsumed: keep`` on a partition whose deletions carry their loss:
+    the first deletion holding records an active group has not consumed is kept (reason
+    ``unconsumed``, its loss as the detail) and the prefix stops there, the deletions behind
+    it kept as ``after_first_kept``. ``yielded`` (disk safety: the log dir is above
+    ``retentiond.kafka.diskWarningRatio``) lets every deletion go, each guarded one saying
+    why in its detail; its loss is recorded as always."""
+    if not plan.prefix:
+        return plan
+    head = list(plan.head)
+    for i in range(plan.prefix):
+        d = head[i]
+        if not guarded(d):
+            continue
+        if yielded is not None:
+            head[i] = d._replace(detail=f"{d.detail}; {yielded}" if d.detail else yielded)
+            continue
+        return _cut(plan, head, i)
+    if yielded is not None:
+        plan.head = tuple(head)
+        plan.__dict__.pop("deletions", None)
+        plan.__dict__.pop("decisions", None)
+    return plan
+
+
+def _cut(plan: PartitionPlan, head: list[Decision], i: int) -> PartitionPlan:
+    """The partition's plan with its prefix stopped at ``head[i]``, kept as ``unconsumed``."""
+    d = head[i]
+    assert d.loss is not None and d.start_offset is not None
+    kept = d._replace(verdict=Verdict.KEEP, reason=Reason.UNCONSUMED, detail=d.loss.summary())
+    behind = [
+        b._replace(
+            verdict=Verdict.KEEP,
+            reason=Reason.AFTER_FIRST_KEPT,
+            detail=f"behind {d.path} ({Reason.UNCONSUMED}); would go: {b.reason}",
+        )
+        for b in head[i + 1 : plan.prefix]
+    ]
+    tail = head[plan.prefix :]  # the first segment the passes kept, if any
+    old = plan
+
+    def rest() -> Iterator[Decision]:
+        yield from behind
+        yield from tail
+        if old.behind:
+            yield from old.decisions[len(old.head) :]
+
+    return PartitionPlan(
+        plan.partition,
+        (*head[:i], kept),
+        i,
+        plan.log_start_offset,
+        plan.high_watermark,
+        plan.log_end_offset,
+        max(plan.log_start_offset, d.start_offset),
+        None,
+        rest,
+    )

@@ -29,6 +29,7 @@ class LogDirPlan:
         foreign: tuple[tuple[str, str], ...] | LogDirSnapshot = (),
         errors: tuple[str, ...] = (),
         leftovers: tuple[Decision, ...] = (),  # whole partition dirs (``leftovers``)
+        guarded: bool = False,  # retentiond.guard.unconsumed=keep held here (disk not above)
     ) -> None:
         self.path = path
         self.locked = locked
@@ -36,6 +37,7 @@ class LogDirPlan:
         self._foreign = foreign
         self.errors = errors
         self.leftovers = leftovers
+        self.guarded = guarded
 
     @property
     def foreign(self) -> tuple[tuple[str, str], ...]:
@@ -61,6 +63,7 @@ class KafkaPlan:
     retention_ms: Mapping[str, int] = field(default_factory=dict)
     time_index_compat: bool = False  # largest timestamps come from the time index
     progress: KafkaProgress | None = None  # the consumer progress read (offsets)
+    guard_unconsumed: bool = False  # retentiond.guard.unconsumed=keep
 
     def expires_ms(self, p: PartitionPlan, i: int) -> int | None:
         """When segment ``i`` of ``p`` is past retention.ms (Kafka: ``now - largest >

@@ -3,8 +3,11 @@ and verdicts, a total per topic and per log dir; times in the configured zone, a
 in human units.
 
 Per partition, the text lists the segments the passes handed over and the first one kept (what
-stopped the prefix), then counts the rest (``plan --all`` lists every segment). Sizes come from
-a ``stat`` of each ``.log`` the totals count: never a read of its batches.
+stopped the prefix), then counts the rest (``plan --all`` lists every segment). A listed
+segment's size is what the plan already knows of its ``.log`` (the identity a deletion carries,
+the ``fstat`` of a read), else one ``stat``; the bytes of the segments behind the first kept
+one, and so the bytes a total holds, are counted only by ``plan --all``, which lists them all:
+on 200,000 segments that is 200,000 ``stat`` calls, more than the passes themselves need.
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
 from retentiond.engine.decision import Decision
+from retentiond.engine.loss import Progress
 from retentiond.text.units import human_age, human_bytes, human_time
 
 if TYPE_CHECKING:
@@ -63,8 +67,11 @@ def human_detail(detail: str | None, zone: str | None) -> str:
     )
 
 
-def _size(p: PartitionPlan, i: int) -> int | None:
-    """The ``.log``'s length (a stat at most); None if it has gone since the scan."""
+def _size(p: PartitionPlan, i: int, d: Decision) -> int | None:
+    """The ``.log``'s length: known from the plan (a deletion's identity, a read's
+    ``fstat``), else a ``stat`` now; None if it has gone since the scan."""
+    if d.identity is not None:
+        return d.identity.size
     try:
         return p.partition.segment(i).size
     except OSError:
@@ -72,23 +79,26 @@ def _size(p: PartitionPlan, i: int) -> int | None:
 
 
 class _Sum:
-    """Segments and bytes counted, and those that go."""
+    """Segments counted, and those that go with their bytes; with ``every_size`` (``plan
+    --all``) the bytes of all the segments counted too."""
 
-    def __init__(self) -> None:
+    def __init__(self, every_size: bool) -> None:
         self.partitions = self.segments = self.bytes = self.deletes = self.delete_bytes = 0
+        self.every_size = every_size
 
     def add(self, p: PartitionPlan, sizes: list[int | None]) -> None:
         self.partitions += 1
-        self.segments += len(sizes)
-        self.bytes += sum(s for s in sizes if s is not None)
+        self.segments += len(p.partition.bases)
+        if self.every_size:
+            self.bytes += sum(s for s in sizes if s is not None)
         self.deletes += len(p.deletions)
         self.delete_bytes += sum(d.identity.size for d in p.deletions if d.identity is not None)
 
     def text(self) -> str:
+        held = f", {human_bytes(self.bytes)}" if self.every_size else ""
         return (
-            f"{_n(self.partitions, 'partition')}, {_n(self.segments, 'segment')}, "
-            f"{human_bytes(self.bytes)}; delete {_n(self.deletes, 'segment')}, "
-            f"{human_bytes(self.delete_bytes)}"
+            f"{_n(self.partitions, 'partition')}, {_n(self.segments, 'segment')}{held}; "
+            f"delete {_n(self.deletes, 'segment')}, {human_bytes(self.delete_bytes)}"
         )
 
 
@@ -97,7 +107,7 @@ def _n(count: int, noun: str) -> str:
 
 
 def _table(rows: list[tuple[str, ...]], indent: str) -> list[str]:
-    widths = [max(len(r[i]) for r in [_HEADER, *rows]) for i in range(len(_HEADER))]
+    widths = [max(map(len, column)) for column in zip(_HEADER, *rows, strict=True)]
     last = len(_HEADER) - 1
     fmt = "  ".join(f"{{:{'<' if i == last else '>'}{w}}}" for i, w in enumerate(widths))
     return [indent + fmt.format(*r).rstrip() for r in [_HEADER, *rows]]
@@ -118,15 +128,16 @@ def _partition(
     plan: KafkaPlan, p: PartitionPlan, all_queue_files: bool, out: list[str]
 ) -> tuple[list[int | None], bool]:
     """The partition's lines (none for a transient directory with nothing to delete, unless
-    every segment is asked for), its segments' sizes, and whether it was shown."""
-    sizes = [_size(p, i) for i in range(len(p.partition.bases))]
+    every segment is asked for), the sizes of the segments it lists, and whether it was
+    shown."""
     if not all_queue_files and not p.deletions and p.partition.name.special:
-        return sizes, False
+        return [], False
+    shown = p.decisions if all_queue_files else p.head
+    sizes = [_size(p, i, d) for i, d in enumerate(shown)]
     out.append(
         f"  {p.partition.name.name}: LSO {p.log_start_offset} HW {p.high_watermark}"
         f" LEO {p.log_end_offset} -> LSO {p.new_log_start_offset}"
     )
-    shown = p.decisions if all_queue_files else p.head
     if shown:
         out.extend(_table(_rows(shown, sizes, plan.zone), "    "))
     for d in p.head[: p.prefix]:
@@ -134,9 +145,8 @@ def _partition(
             out.append(f"    segment {d.start_offset} {d.loss.summary()}")
     if p.behind and not all_queue_files:
         why = p.behind_reason
-        behind = sum(s for s in sizes[len(p.head) :] if s is not None)
         out.append(
-            f"    ... {p.behind} more kept, {human_bytes(behind)} "
+            f"    ... {p.behind} more kept "
             + (
                 f"({why.value})"
                 if why is not None
@@ -149,14 +159,14 @@ def _partition(
 def _log_dir(plan: KafkaPlan, ld: LogDirPlan, all_queue_files: bool, out: list[str]) -> _Sum:
     head = "" if ld.locked else "  (plan-only: another process holds .lock)"
     out.append(f"{ld.path}{head}")
-    whole = _Sum()
+    whole = _Sum(all_queue_files)
     topic: _Sum | None = None
     name = None
     shown = False  # any partition of the topic
     partitions = plan.partitions(ld)
     for n, p in enumerate(partitions):
         if p.partition.topic != name:
-            name, topic, shown = p.partition.topic, _Sum(), False
+            name, topic, shown = p.partition.topic, _Sum(all_queue_files), False
         assert topic is not None
         sizes, listed = _partition(plan, p, all_queue_files, out)
         shown = shown or listed
@@ -187,6 +197,11 @@ def render_plan(plan: KafkaPlan, *, all_queue_files: bool = False) -> str:
     ]
     if plan.progress is not None:
         out.append(plan.progress.coverage_line())
+        if plan.guard_unconsumed and plan.progress.progress is not Progress.KNOWN:
+            out.append(
+                "  guard: retentiond.guard.unconsumed=keep protects only the groups whose "
+                "offsets were read here"
+            )
         out.extend(f"  problem: {w}" for _p, w in plan.progress.problems)
     for err in plan.errors:
         out.append(f"ERROR: {err}")

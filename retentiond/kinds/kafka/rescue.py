@@ -18,6 +18,15 @@ records of a segment some protected group has not consumed), fully consumed segm
 before those whose loss is unknown, and those before unconsumed ones; by largest timestamp
 within each. Without progress every segment's loss is unknown and the order is by age alone.
 
+With ``retentiond.guard.unconsumed: keep`` (``Guard``) the rescue keeps what a round keeps:
+a segment holding records an active group has not consumed is not taken, and its
+partition's prefix stops there, in steps 2 and 3 alike, unless disk safety says so: while
+the filesystem (as the rescue has freed it so far) is still above
+``retentiond.kafka.diskWarningRatio``, the guard yields and such segments go in the order
+above (unconsumed last), the loss recorded; once the rescue has brought it to the warning
+ratio, no further unconsumed segment goes, and a target below it is reported as not reached
+with the segments the guard kept.
+
 What a step frees is counted as the space the files hold (``st_blocks``): the figure the
 filesystem's used bytes move by, so that a dry run says what a real run frees.
 """
@@ -35,11 +44,23 @@ from retentiond.engine.rescue import RescueRequest
 from retentiond.kinds.kafka import formats as fm
 from retentiond.kinds.kafka.config import KafkaServer
 from retentiond.kinds.kafka.leftovers import measure_dir
+from retentiond.kinds.kafka.offsets import GUARDED_REASONS
 from retentiond.kinds.kafka.plan import LogDirPlan
 from retentiond.kinds.kafka.policy import PartitionPlan, TopicConfig
 from retentiond.kinds.kafka.scan import Partition
 from retentiond.reasons import Kind, Reason, Verdict
 from retentiond.text.units import human_age, human_bytes
+
+
+@dataclass(frozen=True)
+class Guard:
+    """``retentiond.guard.unconsumed: keep`` in a rescue: ``protects(topic, partition, base,
+    end)`` says a segment holds records an active group has not consumed; the guard yields
+    while the filesystem is above ``warning_ratio`` (``retentiond.kafka.diskWarningRatio``)."""
+
+    protects: Callable[[str, int, int, int], bool]
+    warning_ratio: float
+
 
 # (topic, partition, base offset, end offset) → the records of that segment some protected
 # group has not consumed (0: fully consumed), None where progress is unknown. Consumer
@@ -122,6 +143,8 @@ class Group:
     after: PathUsage | None = None
     # what could still go beyond the configured retention (when that step did not run)
     beyond_available: bool = False
+    # partitions whose prefix the guard stopped at a segment with unconsumed records
+    guard_kept: int = 0
 
     def freed(self, step: str | None = None, *, real: bool) -> int:
         return sum(
@@ -232,8 +255,10 @@ def select(
     config_for: Callable[[str], TopicConfig | None],
     now_ms: int,
     loss_of: LossOf | None = None,
+    guard: Guard | None = None,
 ) -> Selection:
-    """What the rescue takes, per filesystem, in the order of the steps."""
+    """What the rescue takes, per filesystem, in the order of the steps; ``guard``: what
+    ``retentiond.guard.unconsumed: keep`` keeps, unless disk safety says so."""
     by_dev: dict[int, list[LogDirPlan]] = {}
     for ld in planned:
         try:
@@ -249,9 +274,22 @@ def select(
         group = Group([ld.path for ld in lds], usage, needed_bytes(usage, request))
         groups.append(group)
         freed = 0
+        # what must be freed before the disk is no longer above the warning ratio: the
+        # guard yields until then (never while the ratio cannot be measured)
+        room = 0
+        if guard is not None and usage.ratio is not None:
+            room = needed_bytes(usage, RescueRequest(target_ratio=guard.warning_ratio))
 
         def enough() -> bool:
             return freed >= group.needed  # noqa: B023 (read at once)
+
+        def kept_by_guard(topic: str, partition: int, base: int, upper: int) -> bool:
+            """The guard keeps this segment (and stops its partition's prefix)."""
+            return (
+                guard is not None
+                and freed >= room  # noqa: B023 (read at once)
+                and guard.protects(topic, partition, base, upper)
+            )
 
         # 1. leftovers
         for ld in lds:
@@ -272,10 +310,18 @@ def select(
         plans: dict[int, tuple[str, PartitionPlan]] = {}
         for ld in lds:
             for p in ld.partitions:
+                stop = p.stop
+                if guard is not None and stop is not None and stop.reason is Reason.UNCONSUMED:
+                    group.guard_kept += 1  # the round's plan kept it already (keep_unconsumed)
                 for d in p.deletions:
                     if enough():
                         break
-                    assert d.start_offset is not None
+                    assert d.start_offset is not None and d.end_offset is not None
+                    if d.reason in GUARDED_REASONS and kept_by_guard(
+                        p.partition.topic, p.partition.partition, d.start_offset, d.end_offset
+                    ):
+                        group.guard_kept += 1
+                        break
                     alloc = segment_allocated(p.partition, d.start_offset)
                     group.items.append(Item(STEP_RETENTION, d, alloc))
                     taken.setdefault(id(p), []).append(d)
@@ -299,7 +345,11 @@ def select(
             while heap and request.beyond_retention and not enough():
                 _key, pid, i, d = heapq.heappop(heap)
                 path, p = cursors[pid]
-                assert d.start_offset is not None
+                assert d.start_offset is not None and d.end_offset is not None
+                part = p.partition
+                if kept_by_guard(part.topic, part.partition, d.start_offset, d.end_offset):
+                    group.guard_kept += 1
+                    continue  # this partition's prefix stops here
                 alloc = segment_allocated(p.partition, d.start_offset)
                 group.items.append(Item(STEP_BEYOND, d, alloc))
                 taken.setdefault(pid, []).append(d)
@@ -312,6 +362,10 @@ def select(
             path, p = plans[pid]
             partitions.setdefault(path, []).append(_combined(p, decisions))
     return Selection(groups, partitions, leftovers)
+
+
+def _n_partitions(n: int) -> str:
+    return f"{n} partition" + ("" if n == 1 else "s")
 
 
 def _ratio(value: float | None) -> str:
@@ -380,6 +434,12 @@ def report_lines(
         )
         if not reached:
             line += f"; {human_bytes(short)} ({short} bytes) short"
+            if g.guard_kept:
+                line += (
+                    f"; retentiond.guard.unconsumed=keep kept the unconsumed records of "
+                    f"{_n_partitions(g.guard_kept)} once the disk was at "
+                    "retentiond.kafka.diskWarningRatio"
+                )
             if not request.beyond_retention:
                 line += (
                     "; stopped after the configured retention: --beyond-retention would "
@@ -410,6 +470,7 @@ def document(selection: Selection, request: RescueRequest, *, dry_run: bool) -> 
                 "needed_bytes": g.needed,
                 "freed_bytes": g.freed(real=real),
                 "ratio_after": g.after.ratio if g.after is not None else None,
+                "guard_kept_partitions": g.guard_kept,
                 "steps": [
                     {
                         "step": step,

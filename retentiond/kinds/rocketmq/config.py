@@ -613,6 +613,11 @@ class RocketMQStore:
         return self.store_path_root_dir / "index"
 
     @property
+    def timerlog_dir(self) -> Path:
+        """The timer store's log (TimerMessageStore.getTimerLogPath): ``<root>/timerlog``."""
+        return self.store_path_root_dir / "timerlog"
+
+    @property
     def index_file_size(self) -> int:
         return (
             INDEX_HEADER_SIZE

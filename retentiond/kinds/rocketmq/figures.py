@@ -10,8 +10,9 @@ Where each number comes from, and how fresh it is:
 
 * **commitlog** — the plan lists every CommitLog file with the size and mtime the scan saw;
   the files this round deleted are subtracted. Fresh after every round.
-* **index** — the index directory holds a few dozen files at most; it is listed (and each file
-  stat-ed) after every round. Fresh after every round.
+* **index**, **timerlog** — each directory holds a few dozen files at most; it is listed (and
+  each file stat-ed) after every round. Fresh after every round. A store without
+  ``timerlog/`` has no timerlog figures.
 * **consumequeue** — listing every queue directory is exactly the cost to avoid, so the counts
   come from the rounds that walked the queues anyway: those in which the CommitLog minimum
   moved (``QueuesPlan.examined``) and the startup scan. Other rounds keep the previous
@@ -55,7 +56,8 @@ def _commitlog(plan: Plan, gone: frozenset[str]) -> tuple[KindStats, int | None]
 
 
 def list_index(index_dir: str, now_ms: int) -> KindStats:
-    """One listing of the (small) index directory: regular files only, symlinks not followed."""
+    """One listing of a small directory (``index/``, ``timerlog/``): regular files only,
+    symlinks not followed."""
     files = size = 0
     oldest: int | None = None
     try:
@@ -127,6 +129,8 @@ def store_stats(
         cq = previous.kinds.get(Kind.CONSUMEQUEUE)
     if cq is not None:
         kinds[Kind.CONSUMEQUEUE] = cq
+    if plan.timerlog is not None:  # (a store without ``timerlog/`` shows no such figures)
+        kinds[Kind.TIMERLOG] = list_index(str(settings.store.timerlog_dir), plan.now_ms)
     return StoreStats(kinds, min_offset)
 
 

@@ -63,6 +63,15 @@ PROPERTY_SEPARATOR = "\x02"
 CHECKPOINT = struct.Struct(">qqqqq")
 CHECKPOINT_FILE_SIZE = 4096  # one OS page, mapped as a whole
 
+# TimerLog unit (§2.8): size:int32 (=52) | prevPos:int64 | magic:int32 (1 DEFAULT, +2 ROLL,
+# +4 DELETE) | currWriteTime:int64 | delayTime:int32 | offsetPy:int64 | sizePy:int32 |
+# topicHash:int32 | reserved:int64. A file ends in a blank of at least 16 bytes (size, 0,
+# BLANK_MAGIC) once the next unit and a blank no longer fit.
+TIMERLOG_UNIT = struct.Struct(">iqiqiqiiq")
+TIMERLOG_UNIT_SIZE = TIMERLOG_UNIT.size  # 52
+TIMERLOG_MIN_BLANK = 16
+TIMERLOG_OFFSET_PY_AT = 28
+
 _INT_MIN, _INT_MAX = -(1 << 31), (1 << 31) - 1
 _HASH_CHUNK = 256
 _POW31 = [pow(31, k, 1 << 32) for k in range(_HASH_CHUNK + 1)]
@@ -523,6 +532,29 @@ def is_never_written(prefix: bytes) -> bool:
     errs on the side of keeping more files, never fewer.
     """
     return len(prefix) >= RECORD_PREFIX.size and not any(prefix[: RECORD_PREFIX.size])
+
+
+def timerlog_last_unit_at(file_size: int) -> int:
+    """Where the last unit of a full timerlog file of ``file_size`` bytes starts (TimerLog
+    ``getOffsetForLastUnit``: 104,857,532 for 100 MiB); negative when none fits."""
+    return (
+        file_size
+        - (file_size - TIMERLOG_MIN_BLANK) % TIMERLOG_UNIT_SIZE
+        - TIMERLOG_MIN_BLANK
+        - TIMERLOG_UNIT_SIZE
+    )
+
+
+def decode_timerlog_offset_py(data: bytes) -> int | None:
+    """The CommitLog offset of a timerlog unit, or None unless it is one: a size of 52 and a
+    magic made of the unit flags only, as the broker's timerlog cleaner requires."""
+    if len(data) < TIMERLOG_UNIT_SIZE:
+        return None
+    size, _prev, magic = struct.unpack_from(">iqi", data)
+    if size != TIMERLOG_UNIT_SIZE or (magic | 0xF) != 0xF:
+        return None
+    value: int = struct.unpack_from(">q", data, TIMERLOG_OFFSET_PY_AT)[0]
+    return value
 
 
 def encode_checkpoint(checkpoint: StoreCheckpoint) -> bytes:

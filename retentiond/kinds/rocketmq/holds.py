@@ -2,7 +2,8 @@
 
 The intervals are upstream's: ``destroyMapedFileIntervalForcibly`` for CommitLog files (the
 only one upstream makes configurable), a fixed 60 s for ConsumeQueue files
-(``deleteExpiredFileByOffset`` calls ``destroy(1000 * 60)``) and 3 s for index files
+and timerlog files (``deleteExpiredFileByOffset`` and its timer-log variant call
+``destroy(1000 * 60)``) and 3 s for index files
 (``IndexService.deleteExpiredFile`` calls ``destroy(3000)``).
 """
 
@@ -15,7 +16,7 @@ from retentiond.config.settings import Settings
 from retentiond.engine.decision import Decision
 from retentiond.kinds.rocketmq.commitlog import first_kept_offset
 from retentiond.kinds.rocketmq.config import RocketMQStore
-from retentiond.kinds.rocketmq.plan import CommitLogPlan, QueueDecision, QueuesPlan
+from retentiond.kinds.rocketmq.plan import CommitLogPlan, QueueDecision, QueuesPlan, TimerLogPlan
 from retentiond.reasons import FileKind, Kind
 
 CONSUMEQUEUE_FORCIBLY_MS = 60_000  # MappedFileQueue.deleteExpiredFileByOffset: destroy(1000*60)
@@ -30,7 +31,7 @@ class HoldRules:
     """Forcible interval per kind, in ms. CommitLog follows the configuration."""
 
     commitlog_ms: int
-    consumequeue_ms: int = CONSUMEQUEUE_FORCIBLY_MS
+    consumequeue_ms: int = CONSUMEQUEUE_FORCIBLY_MS  # and timerlog files
     index_ms: int = INDEX_FORCIBLY_MS
 
     @classmethod
@@ -40,7 +41,9 @@ class HoldRules:
     def interval(self, kind: FileKind) -> int:
         if kind is Kind.COMMITLOG:
             return self.commitlog_ms
-        return self.consumequeue_ms if kind is Kind.CONSUMEQUEUE else self.index_ms
+        if kind is Kind.CONSUMEQUEUE or kind is Kind.TIMERLOG:
+            return self.consumequeue_ms
+        return self.index_ms
 
 
 def hold_commitlog(plan: CommitLogPlan, hold: HoldRun) -> CommitLogPlan:
@@ -79,3 +82,10 @@ def hold_queues(plan: QueuesPlan, hold: HoldRun) -> QueuesPlan:
     if not changed:
         return plan
     return replace(plan, queues=tuple(queues), index=index)
+
+
+def hold_timerlog(plan: TimerLogPlan, hold: HoldRun) -> TimerLogPlan:
+    """The timer log's prefix stops at its first held file."""
+    if not plan.deletions():
+        return plan
+    return replace(plan, decisions=hold(plan.decisions))

@@ -48,16 +48,27 @@ from retentiond.kinds.rocketmq.commitlog import (
 from retentiond.kinds.rocketmq.config import RocketMQStore, rocketmq_of
 from retentiond.kinds.rocketmq.disk import DiskUsage, measure, round_fields
 from retentiond.kinds.rocketmq.figures import disk_figures, status_fields, store_stats
-from retentiond.kinds.rocketmq.holds import HoldRules, hold_commitlog, hold_queues
+from retentiond.kinds.rocketmq.holds import HoldRules, hold_commitlog, hold_queues, hold_timerlog
 from retentiond.kinds.rocketmq.loss import GroupPolicy, commitlog_losses
-from retentiond.kinds.rocketmq.plan import CommitLogPlan, Plan, QueueDecision, QueuesPlan
+from retentiond.kinds.rocketmq.plan import (
+    CommitLogPlan,
+    Plan,
+    QueueDecision,
+    QueuesPlan,
+    TimerLogPlan,
+)
 from retentiond.kinds.rocketmq.progress import ConsumerProgress, read_progress
 from retentiond.kinds.rocketmq.queues import plan_queues
-from retentiond.kinds.rocketmq.reader import BinaryReader, read_index_header
+from retentiond.kinds.rocketmq.reader import (
+    BinaryReader,
+    read_index_header,
+    read_timerlog_last_offset,
+)
 from retentiond.kinds.rocketmq.report import render_plan
 from retentiond.kinds.rocketmq.scan import QueueLister, scan
 from retentiond.kinds.rocketmq.scancache import LoadedValues
 from retentiond.kinds.rocketmq.snapshot import Snapshot
+from retentiond.kinds.rocketmq.timerlog import plan_timerlog
 from retentiond.kinds.rocketmq.triggers import evaluate, hour_of_day
 from retentiond.kinds.rocketmq.voice import RocketMQVoice
 from retentiond.reasons import DELETE_REASONS, FORCED_REASONS, Kind, Reason, Verdict
@@ -79,12 +90,12 @@ _IDLE_FLAGS = (
 
 
 class RocketMQ(RocketMQVoice):
-    file_kinds: tuple[Kind, ...] = (Kind.COMMITLOG, Kind.CONSUMEQUEUE, Kind.INDEX)
+    file_kinds: tuple[Kind, ...] = (Kind.COMMITLOG, Kind.CONSUMEQUEUE, Kind.INDEX, Kind.TIMERLOG)
     phases: tuple[str, ...] = (Kind.COMMITLOG.value, Kind.CONSUMEQUEUE.value)  # its services
     deletion_series: tuple[tuple[Kind, Reason], ...] = tuple(
         sorted(
             [(Kind.COMMITLOG, r) for r in DELETE_REASONS if r is not BELOW]
-            + [(k, BELOW) for k in (Kind.CONSUMEQUEUE, Kind.INDEX)]
+            + [(k, BELOW) for k in (Kind.CONSUMEQUEUE, Kind.INDEX, Kind.TIMERLOG)]
         )
     )
 
@@ -184,6 +195,7 @@ class RocketMQ(RocketMQVoice):
             *map(str, s.store.store_path_commitlog),
             str(s.store.consumequeue_dir),
             str(s.store.index_dir),
+            str(s.store.timerlog_dir),
         ]
         return tuple(sorted({*dirs, *(os.path.realpath(d) for d in dirs)}))
 
@@ -213,6 +225,7 @@ class RocketMQ(RocketMQVoice):
             gate = max(gate, self.dry_run_min_offset)
         qp = QueuesPlan(cl.min_offset_after, gate, examined=False)
         queue_errors: tuple[str, ...] = ()
+        tl = None if snapshot.timerlog is None else TimerLogPlan(snapshot.timerlog_dir, -1)
         done = rnd.execute(commitlog_run(cl, s))
         if not rnd.halted:
             min_offset = actual_min_offset(cl, done) if rnd.executes else cl.min_offset_after
@@ -251,6 +264,16 @@ class RocketMQ(RocketMQVoice):
                 self.dry_run_min_offset = min_offset
             for run in queue_runs(qp, s):
                 rnd.execute(run)
+            if snapshot.timerlog is not None and not rnd.halted:
+                # TimerMessageStore's own cleaner: every round (upstream: every 30 s), by the
+                # same CommitLog minimum, not gated on its having moved (one read a file).
+                tl = hold_timerlog(
+                    plan_timerlog(snapshot.timerlog, snapshot.timerlog_dir, min_offset),
+                    rnd.hold,
+                )
+                tl_run = timerlog_run(tl, s)
+                if tl_run is not None:
+                    rnd.execute(tl_run)
             if qp.examined and rnd.remembers:
                 self._save_scan_cache()  # after the unlinks: the listings it saves are current
             if qp.examined:
@@ -271,6 +294,7 @@ class RocketMQ(RocketMQVoice):
             errors=(*(f"{e.path}: {e.message}" for e in snapshot.errors), *queue_errors),
             queue_errors=queue_errors,
             progress_problems=progress_problems,
+            timerlog=tl,
             manual=rnd.manual,
             dry_run=not rnd.executes,
         )
@@ -552,6 +576,10 @@ class RocketMQ(RocketMQVoice):
             if parent != str(s.store.index_dir):
                 raise PermissionError(f"{parent} is not the index directory")
             return open_dir_below(parent)
+        if decision.kind is Kind.TIMERLOG:
+            if parent != str(s.store.timerlog_dir):
+                raise PermissionError(f"{parent} is not the timerlog directory")
+            return open_dir_below(parent)
         topic_dir = os.path.dirname(parent)
         if decision.kind is not Kind.CONSUMEQUEUE or os.path.dirname(topic_dir) != str(
             s.store.consumequeue_dir
@@ -580,6 +608,12 @@ class RocketMQ(RocketMQVoice):
             fresh = BinaryReader(self.settings.store.mapped_file_size_consumequeue).cq_last_offset(
                 d.path
             )
+            if fresh.value is None or fresh.value >= floor:
+                return f"last unit re-read as {fresh.value} ({fresh.problem or 'not below'})"
+            return None
+        if d.kind is Kind.TIMERLOG:
+            size = d.identity.size if d.identity is not None else st.st_size
+            fresh = read_timerlog_last_offset(d.path, size)
             if fresh.value is None or fresh.value >= floor:
                 return f"last unit re-read as {fresh.value} ({fresh.problem or 'not below'})"
             return None
@@ -661,6 +695,23 @@ def queue_runs(qp: QueuesPlan, settings: Settings[RocketMQStore]) -> list[Run]:
     if index:
         runs.append(Run(tuple(index), floor=qp.min_offset))
     return runs
+
+
+def timerlog_run(tl: TimerLogPlan, settings: Settings[RocketMQStore]) -> Run | None:
+    """The timer log's prefix, oldest first, as one more queue of the ConsumeQueue pass: a
+    pause of ``deleteConsumeQueueFilesInterval`` after it when it deleted anything."""
+    prefix: list[Decision] = []
+    for d in tl.decisions:
+        if not d.delete:
+            break
+        prefix.append(d)
+    if not prefix:
+        return None
+    return Run(
+        tuple(prefix),
+        pause_after_ms=settings.store.delete_consumequeue_files_interval_ms,
+        floor=tl.min_offset,
+    )
 
 
 def actual_min_offset(cl: CommitLogPlan, outcomes: list[Outcome]) -> int:

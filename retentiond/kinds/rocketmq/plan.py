@@ -218,6 +218,23 @@ class QueuesPlan:
 
 
 @dataclass(frozen=True)
+class TimerLogPlan:
+    """``timerlog/`` judged by the CommitLog minimum (TimerMessageStore's cleaner): a prefix of
+    files whose last unit points below it goes, never the newest file."""
+
+    directory: str
+    min_offset: int  # the CommitLog minimum it was judged by (-1: not examined)
+    decisions: tuple[Decision, ...] = ()  # oldest first, every file when examined
+
+    @property
+    def examined(self) -> bool:
+        return self.min_offset >= 0
+
+    def deletions(self) -> list[Decision]:
+        return [d for d in self.decisions if d.delete]
+
+
+@dataclass(frozen=True)
 class CommitLogPlan:
     triggers: Triggers
     decisions: tuple[Decision, ...]
@@ -267,6 +284,11 @@ class Plan:
     # (path, text) of the consumer progress files that were not simply read (kinds.rocketmq
     # .progress): a torn consumerOffset.json read from its .bak, a corrupt or missing one.
     progress_problems: tuple[tuple[str, str], ...] = ()
+    # The timer log's pass; None when the store has no ``timerlog/`` (nothing is shown then).
+    timerlog: TimerLogPlan | None = None
+
+    def timerlog_decisions(self) -> tuple[Decision, ...]:
+        return () if self.timerlog is None else self.timerlog.decisions
 
     # ---- engine.kind.RoundPlan ----------------------------------------------------------
     def decisions(self) -> Iterator[Decision]:
@@ -274,6 +296,7 @@ class Plan:
         for q in self.queues.queues:
             yield from q.decisions()
         yield from self.queues.index
+        yield from self.timerlog_decisions()
 
     def store_errors(self) -> list[str]:
         errors = [*self.errors]
@@ -293,6 +316,9 @@ class Plan:
         for d in self.queues.index:
             if d.reason is Reason.UNREADABLE:
                 found.append((d.path, d.detail or "unreadable"))
+        for d in self.timerlog_decisions():
+            if d.reason in (Reason.UNREADABLE, Reason.BAD_SIZE):
+                found.append((d.path, d.detail or str(d.reason)))
         for path, why in self.foreign:
             found.append((path, f"not a store file ({why}); never touched"))
         found.extend(self.progress_problems)
@@ -303,9 +329,14 @@ class Plan:
 
     def totals(self) -> dict[str, int]:
         """Every file this plan gives a verdict, and those that go (what ``plan`` sums up)."""
-        files = len(self.commitlog.decisions) + len(self.queues.index)
+        timerlog = self.timerlog_decisions()
+        files = len(self.commitlog.decisions) + len(self.queues.index) + len(timerlog)
         files += sum(len(q.names) for q in self.queues.queues)
-        deletes = [*self.queues.deletions(), *self.commitlog.deletions()]
+        deletes = [
+            *self.queues.deletions(),
+            *self.commitlog.deletions(),
+            *(d for d in timerlog if d.delete),
+        ]
         return {
             "files": files,
             "delete_files": len(deletes),
@@ -356,6 +387,18 @@ class Plan:
 
         zone = cl.zone
         window = cl.next_window_ms
+        tl = self.timerlog
+        timerlog = (
+            {}
+            if tl is None
+            else {
+                "timerlog": {
+                    "examined": tl.examined,
+                    "min_offset": tl.min_offset,
+                    "files": [d.as_dict(now) for d in tl.decisions],
+                }
+            }
+        )
         return {
             **self._envelope(),
             "commitlog": {
@@ -378,6 +421,7 @@ class Plan:
                 "files": Rows(queue_rows, encode=queue_text),
             },
             "index": {"files": [d.as_dict(now) for d in self.queues.index]},
+            **timerlog,
             "foreign": [{"path": p, "why": w} for p, w in self.foreign],
             "consumer_progress": {
                 "problems": [{"path": p, "problem": w} for p, w in self.progress_problems]

@@ -1,7 +1,8 @@
 """Minimal, lazy binary reads the policies need; values of immutable files are reused.
 
-Only two values decide ConsumeQueue and index deletion: the CommitLog offset in the last
-20-byte unit of a full ConsumeQueue file, and the endPhyOffset of an index header. A file that
+Only three values decide ConsumeQueue, index and timer log deletion: the CommitLog offset in
+the last 20-byte unit of a full ConsumeQueue file, the endPhyOffset of an index header, and
+the CommitLog offset in the last 52-byte unit of a full timerlog file. A file that
 is not the last of its queue is full and no longer written, so its value is reused while its
 identity (inode, size, mtime) holds: a daemon round in which the CommitLog minimum offset moved
 then costs at most one lstat per examined file instead of open + read + close.
@@ -17,9 +18,12 @@ from retentiond.engine.identity import FileIdentity, identity_of
 from retentiond.kinds.rocketmq.formats import (
     CQ_UNIT_SIZE,
     INDEX_HEADER_SIZE,
+    TIMERLOG_UNIT_SIZE,
     IndexHeader,
     decode_cq_unit,
     decode_index_header,
+    decode_timerlog_offset_py,
+    timerlog_last_unit_at,
 )
 
 # O_NONBLOCK: a FIFO that slipped in under a store name must not hang the round.
@@ -135,3 +139,22 @@ def read_prefix(path: str, length: int = 8) -> bytes | None:
     except (OSError, ValueError):
         return None
     return data
+
+
+def read_timerlog_last_offset(path: str, file_size: int) -> ReadResult:
+    """The CommitLog offset in the last unit of a full timerlog file of ``file_size`` bytes
+    (where TimerLog ``getOffsetForLastUnit`` puts it), read without following a symlink; None
+    with the reason when the file has another size or holds no unit there."""
+    at = timerlog_last_unit_at(file_size)
+    if at < 0:
+        return ReadResult(None, None, f"a file of {file_size} bytes holds no timerlog unit")
+    try:
+        data, ident = read_at(path, at, TIMERLOG_UNIT_SIZE)
+    except (OSError, ValueError) as exc:
+        return ReadResult(None, None, f"read failed: {exc}")
+    if ident.size != file_size:
+        return ReadResult(None, ident, f"size {ident.size} != {file_size}")
+    value = decode_timerlog_offset_py(data)
+    if value is None:
+        return ReadResult(None, ident, f"no timerlog unit at byte {at} (bad data)")
+    return ReadResult(value, ident)

@@ -181,6 +181,14 @@ def render_plan(plan: Plan, *, all_queue_files: bool = False) -> str:
         out.extend(_table(_rows(q.index, plan.now_ms)) if q.index else ["(no index files)"])
         for problem in q.problems:
             out.append(f"WARNING: {problem}")
+    tl = plan.timerlog
+    if tl is not None:
+        out.append("")
+        if not tl.examined:
+            out.append("TimerLog: not examined (CommitLog minimum offset unknown)")
+        else:
+            out.append(f"TimerLog (min offset {tl.min_offset})")
+            out.extend(_table(_rows(tl.decisions, plan.now_ms)) if tl.decisions else ["(no files)"])
     if plan.foreign:
         out.append("")
         out.append(f"Foreign entries (never touched): {len(plan.foreign)}")
@@ -188,7 +196,12 @@ def render_plan(plan: Plan, *, all_queue_files: bool = False) -> str:
             out.append(f"  {path}  ({why})")
         if len(plan.foreign) > 20:
             out.append(f"  ... and {len(plan.foreign) - 20} more (see --json)")
-    deletes = [*plan.commitlog.deletions(), *queue_deletes, *(d for d in q.index if d.delete)]
+    deletes = [
+        *plan.commitlog.deletions(),
+        *queue_deletes,
+        *(d for d in q.index if d.delete),
+        *(d for d in plan.timerlog_decisions() if d.delete),
+    ]
     total = sum(d.identity.size for d in deletes if d.identity)
     out.append("")
     out.append(f"plan: delete {len(deletes)} files, {human_bytes(total)}")

@@ -1,8 +1,8 @@
 """Turn a store directory into a Snapshot. Read-only; never follows a symlink inside the store.
 
-The top-level directories (the root, each CommitLog path, ``consumequeue/``, ``index/``) are
-taken as configured, symlinked or not, because operators do put them on other disks; nothing
-found *inside* them is followed.
+The top-level directories (the root, each CommitLog path, ``consumequeue/``, ``index/``,
+``timerlog/``) are taken as configured, symlinked or not, because operators do put them on
+other disks; nothing found *inside* them is followed.
 """
 
 from __future__ import annotations
@@ -30,6 +30,7 @@ from retentiond.kinds.rocketmq.snapshot import (
     QueueRoot,
     Snapshot,
     StoreError,
+    TimerLogFile,
 )
 from retentiond.kinds.rocketmq.storecheck import store_root_problem
 
@@ -126,6 +127,35 @@ def _scan_index(
         except OSError:
             continue
     files.sort(key=lambda f: f.name)  # IndexService.load: lexicographic
+    return tuple(files)
+
+
+def _scan_timerlog(
+    timerlog_dir: str, foreign: list[ForeignEntry], errors: list[StoreError]
+) -> tuple[TimerLogFile, ...] | None:
+    """The timer log's files by offset name; None when the store has no ``timerlog/``."""
+    try:
+        entries = list(os.scandir(timerlog_dir))
+    except (FileNotFoundError, NotADirectoryError):
+        return None
+    except OSError as exc:
+        errors.append(
+            StoreError(timerlog_dir, f"cannot list the timerlog directory: {exc.strerror}")
+        )
+        return None
+    files = []
+    for entry in entries:
+        why = _classify(entry)
+        if why is None and parse_offset_name(entry.name) is None:
+            why = ForeignWhy.NAME
+        if why is not None:
+            foreign.append(ForeignEntry(entry.path, why))
+            continue
+        try:
+            files.append(TimerLogFile(entry.name, identity_of(entry.stat(follow_symlinks=False))))
+        except OSError:
+            continue  # vanished between listing and stat
+    files.sort(key=lambda f: f.name)  # fixed-width decimal: name order is offset order
     return tuple(files)
 
 
@@ -574,10 +604,13 @@ def scan(
             errors=tuple(errors),
             taken_at_ms=now_ms if now_ms is not None else time.time_ns() // 1_000_000,
             list_queues=lambda: iter(()),
+            timerlog_dir=str(settings.store.timerlog_dir),
         )
     commitlog = _scan_commitlog(settings, foreign, errors)
     index_dir = str(settings.store.index_dir)
     index = _scan_index(index_dir, foreign, errors)
+    timerlog_dir = str(settings.store.timerlog_dir)
+    timerlog = _scan_timerlog(timerlog_dir, foreign, errors)
     cq_dir = str(settings.store.consumequeue_dir)
     has_queues = _has_entries(cq_dir, errors)
     if not commitlog and not errors and (index or has_queues):
@@ -606,4 +639,6 @@ def scan(
         ),
         queue_foreign=queue_foreign,
         queue_errors=queue_errors,
+        timerlog=timerlog,
+        timerlog_dir=timerlog_dir,
     )

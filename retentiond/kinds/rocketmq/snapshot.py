@@ -34,6 +34,12 @@ class IndexFile:
     identity: FileIdentity
 
 
+@dataclass(frozen=True, slots=True)
+class TimerLogFile:
+    name: str  # 20 digits: the file's first timerlog byte offset
+    identity: FileIdentity
+
+
 class QueueRoot:
     """The ``consumequeue/`` directory as the scan's listings and decisions hold it: one
     object per store instead of a path string per queue directory (a store has 100k+ of
@@ -130,6 +136,10 @@ class Snapshot:
     # Topic and queue directories the walk could not stat or list, also filled as it walks:
     # store errors that cover only the directory they name (nothing under it was listed).
     queue_errors: list[StoreError] = field(default_factory=list, repr=False, compare=False)
+    # ``timerlog/`` (RocketMQ 5.x timer messages): its files oldest first; None when the store
+    # has no such directory (a 4.x broker, or timers never used).
+    timerlog: tuple[TimerLogFile, ...] | None = None
+    timerlog_dir: str = ""
 
     @property
     def commitlog_min_offset(self) -> int:

@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 from types import SimpleNamespace
 
+from retentiond.config.settings import DaemonSettings
 from retentiond.engine.cleaner import Cleaner
 from retentiond.engine.round import Mode, Round
 from retentiond.kinds.kafka.config import load_server_properties
@@ -31,9 +32,7 @@ def test_plan_round_changes_nothing(tmp_path: Path) -> None:
     )
     # Settings for a Kafka config is the lead's wiring; the kind reads only config_hash
     kind = Kafka(
-        SimpleNamespace(
-            config_hash="h", daemon=SimpleNamespace(timezone=None, guard_ignore_groups=())
-        ),
+        SimpleNamespace(config_hash="h", daemon=DaemonSettings()),
         server,
     )  # type: ignore[arg-type]
     before = sorted(str(p) for p in store.log_dir.rglob("*"))
@@ -74,9 +73,7 @@ def test_only_a_round_that_may_delete_holds_the_lock_while_it_scans(tmp_path: Pa
         str(write_server_properties(tmp_path / "server.properties", [store.log_dir]))
     )
     kind = Kafka(
-        SimpleNamespace(
-            config_hash="h", daemon=SimpleNamespace(timezone=None, guard_ignore_groups=())
-        ),
+        SimpleNamespace(config_hash="h", daemon=DaemonSettings()),
         server,
     )  # type: ignore[arg-type]
     lock = store.log_dir / ".lock"

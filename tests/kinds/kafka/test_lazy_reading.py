@@ -13,6 +13,7 @@ import struct
 from pathlib import Path
 from types import SimpleNamespace
 
+from retentiond.config.settings import DaemonSettings
 from retentiond.engine.identity import identity_of
 from retentiond.kinds.kafka.config import load_server_properties
 from retentiond.kinds.kafka.kind import Kafka
@@ -205,9 +206,7 @@ def test_store_stats_count_the_segments_never_examined(tmp_path: Path) -> None:
     (log.log_dir / "server.properties").write_text(f"node.id=1\nlog.dirs={log.log_dir}\n")
     server = load_server_properties(str(log.log_dir / "server.properties"))
     kind = Kafka(
-        SimpleNamespace(
-            config_hash="h", daemon=SimpleNamespace(timezone=None, guard_ignore_groups=())
-        ),
+        SimpleNamespace(config_hash="h", daemon=DaemonSettings()),
         server,
     )  # type: ignore[arg-type]
     snap = scan_log_dir(str(log.log_dir))

@@ -15,6 +15,7 @@ from types import SimpleNamespace
 import pytest
 
 import retentiond.kinds.kafka.kind as kind_module
+from retentiond.config.settings import DaemonSettings
 from retentiond.engine.execute import Executor, RoundContext
 from retentiond.engine.guard import Guard
 from retentiond.engine.identity import identity_of
@@ -62,9 +63,7 @@ def real_round(
     props = tmp_path / "server.properties"
     props.write_text(f"node.id=1\nlog.dirs={log_dir}\n")
     kind = Kafka(
-        SimpleNamespace(
-            config_hash="h", daemon=SimpleNamespace(timezone=None, guard_ignore_groups=())
-        ),
+        SimpleNamespace(config_hash="h", daemon=DaemonSettings()),
         load_server_properties(str(props)),
     )  # type: ignore[arg-type]
     kind._config_for = lambda _snap, _topic: config  # type: ignore[method-assign]

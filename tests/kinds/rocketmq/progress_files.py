@@ -104,3 +104,16 @@ def timerlog_unit(write_ms: int, delay_ms: int, offset_py: int, size_py: int = 2
 def timerlog_file(units: Sequence[bytes], size: int) -> bytes:
     data = b"".join(units)
     return data + bytes(size - len(data))
+
+
+TIMERLOG_BLANK_MAGIC = -875286124  # 0xCBD43194 as an int32
+
+
+def timerlog_full_file(units: Sequence[bytes], size: int) -> bytes:
+    """A timerlog file the broker has moved on from: units up to where the next unit and a
+    16-byte blank no longer fit, then the blank (size = what remains, prevPos 0, the blank
+    magic) and the rest of the file as it was (zeros), as ``TimerLog.append`` leaves it."""
+    data = b"".join(units)
+    remaining = size - len(data)
+    assert 52 + 16 > remaining >= 16, f"{len(units)} units do not fill a {size}-byte file"
+    return data + struct.pack(">iqi", remaining, 0, TIMERLOG_BLANK_MAGIC) + bytes(remaining - 16)
