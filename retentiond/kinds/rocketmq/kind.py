@@ -28,10 +28,8 @@ from retentiond.engine.holds import HeldFile
 from retentiond.engine.kind import BrokerMain, Cadence, RoundServices, StatusDoc
 from retentiond.engine.loss import (
     GroupRisk,
-    GroupState,
     Loss,
     Progress,
-    add_risk,
     risk_status,
     top_risks,
 )
@@ -55,6 +53,7 @@ from retentiond.kinds.rocketmq.progress import ConsumerProgress, read_progress
 from retentiond.kinds.rocketmq.queues import plan_queues
 from retentiond.kinds.rocketmq.reader import BinaryReader, read_index_header
 from retentiond.kinds.rocketmq.report import render_plan
+from retentiond.kinds.rocketmq.risk import add_group_risks, going
 from retentiond.kinds.rocketmq.scan import QueueLister, scan
 from retentiond.kinds.rocketmq.scancache import LoadedValues
 from retentiond.kinds.rocketmq.snapshot import Snapshot
@@ -110,6 +109,7 @@ class RocketMQ(RocketMQVoice):
         self.last_progress = Progress.UNKNOWN  # the consumer progress the last round read
         self.last_loss: tuple[Loss, ...] = ()  # what the last round's deletions lose
         self.last_risk: tuple[GroupRisk, ...] | None = None  # store_stats' group_risk
+        self.risk_acc: dict[str, list[int | None]] = {}  # the last round's, by group
         self.group_moves: dict[str, tuple[int, int]] = {}  # group -> (offsets digest, since ms)
         # The scan cache file (see scancache): loaded before the first scan, written after a
         # remembering round that had to list or read anything. None: not yet looked up.
@@ -206,7 +206,7 @@ class RocketMQ(RocketMQVoice):
         s = self.settings
         rnd.phase(Kind.COMMITLOG.value)
         cl = hold_commitlog(self._plan_commitlog(snapshot, rnd), rnd.hold)
-        cl, progress_problems = self._with_loss(cl, rnd.now_ms)
+        cl, progress_problems = self._with_loss(cl, rnd.now_ms, ahead=rnd.remembers)
         rnd.note_disk_ratio(cl.triggers.physic_ratio)
         gate = self.last_physical_min_offset
         if not rnd.executes and rnd.remembers:
@@ -275,10 +275,13 @@ class RocketMQ(RocketMQVoice):
         )
 
     def _with_loss(
-        self, cl: CommitLogPlan, now_ms: int
+        self, cl: CommitLogPlan, now_ms: int, *, ahead: bool = False
     ) -> tuple[CommitLogPlan, tuple[tuple[str, str], ...]]:
         """The plan with what each CommitLog deletion loses (``engine.loss``), read from the
-        consumer progress on disk this round, and the progress files' problems."""
+        consumer progress on disk this round, and the progress files' problems.
+
+        With ``ahead`` (a daemon's round) the files that go later are counted too, in the
+        same pass over the queues, for the leading indicator (``_group_risk``)."""
         s = self.settings
         try:
             progress = read_progress(s.store.store_path_root_dir)
@@ -289,10 +292,16 @@ class RocketMQ(RocketMQVoice):
             )
         problems = list(progress.problems)
         self.last_progress = progress.progress
+        self.risk_acc = {}
         deletions = [
             (i, d) for i, d in enumerate(cl.decisions) if d.delete and d.start_offset is not None
         ]
-        if not deletions:
+        later = (
+            [(i, d, w) for i, d, w in going(cl, s, now_ms) if not d.delete]
+            if ahead and progress.progress not in (Progress.UNKNOWN, Progress.CORRUPT)
+            else []
+        )
+        if not deletions and not later:
             self.last_loss = ()
             return cl, tuple(problems)
         policy = GroupPolicy(
@@ -300,14 +309,17 @@ class RocketMQ(RocketMQVoice):
             s.daemon.guard_ignore_groups,
             self._stale_groups(progress, now_ms),
         )
-        losses = commitlog_losses(
+        counted = sorted([*deletions, *((i, d) for i, d, _ in later)], key=lambda x: x[0])
+        every = commitlog_losses(
             progress,
             s.store.consumequeue_dir,
             s.store.mapped_file_size_consumequeue,
-            [(d.start_offset or 0, d.end_offset or 0) for _, d in deletions],
+            [(d.start_offset or 0, d.end_offset or 0) for _, d in counted],
             policy=policy,
             problem=lambda path, text: problems.append((path, text)),
         )
+        loss_at = {i: loss for (i, _), loss in zip(counted, every, strict=True)}
+        losses = [loss_at[i] for i, _ in deletions]
         decisions = list(cl.decisions)
         keep_unconsumed = s.daemon.guard_unconsumed == "keep"
         keep_timers = s.daemon.guard_timers == "keep"
@@ -331,6 +343,16 @@ class RocketMQ(RocketMQVoice):
                 decisions[i] = d._replace(loss=loss)
         self.last_loss = tuple(
             loss for (i, _), loss in zip(deletions, losses, strict=True) if decisions[i].delete
+        )
+        # The indicator: what goes now, then the later files unless the guard stopped the
+        # pass this round (it would keep stopping there until the disk forces it).
+        going_now = [(decisions[i], now_ms) for i, _ in deletions if decisions[i].delete]
+        ahead_files = [] if kept else [(d, w) for _, d, w in later]
+        add_group_risks(
+            self.risk_acc,
+            [*going_now, *ahead_files],
+            [*self.last_loss, *(loss_at[i] for i, _, _ in ([] if kept else later))],
+            guard=(keep_unconsumed, keep_timers) if guarding else None,
         )
         return (
             replace(cl, decisions=tuple(decisions), min_offset_after=first_kept_offset(decisions)),
@@ -455,21 +477,16 @@ class RocketMQ(RocketMQVoice):
         self, plan: Plan, deleted: frozenset[str], previous: StoreStats | None
     ) -> StoreStats:
         stats = store_stats(plan, self.settings, deleted, previous)
-        self.last_risk = self._group_risk(plan.now_ms)
+        self.last_risk = self._group_risk()
         return replace(stats, group_risk=self.last_risk)
 
-    def _group_risk(self, now_ms: int) -> tuple[GroupRisk, ...] | None:
-        """The leading indicator from what this round's CommitLog deletions lose: each
-        active group's unread messages in them, going now. (Files that expire later are not
-        counted yet.)"""
+    def _group_risk(self) -> tuple[GroupRisk, ...] | None:
+        """The leading indicator: each active group's unread messages in the CommitLog files
+        the current configuration will delete, and when the first of them goes
+        (``kinds.rocketmq.risk``), as the last round counted them."""
         if self.last_progress in (Progress.UNKNOWN, Progress.CORRUPT):
             return None
-        acc: dict[str, list[int | None]] = {}
-        for loss in self.last_loss:
-            for g in loss.groups:
-                if g.state is GroupState.ACTIVE:
-                    add_risk(acc, g.group, g.messages, now_ms)
-        return top_risks(acc, self.settings.daemon.guard_top_groups)
+        return top_risks(self.risk_acc, self.settings.daemon.guard_top_groups)
 
     def disk_figures(self, settings: Settings[StoreSection], now_ms: int) -> DiskFigures:
         return disk_figures(rocketmq_of(settings), now_ms)

@@ -51,7 +51,17 @@ class QueueUnits:
         self._fds: dict[int, int] = {}
         self.reads = 0
         self.min_index = names[0] // CQ_UNIT_SIZE if names else 0
-        self.end_index = self._end() if names else 0
+        # One past the last unit the last file can hold: every unit from the written end to
+        # here reads as unwritten, so a search needs no exact end.
+        self.limit_index = names[-1] // CQ_UNIT_SIZE + self.per_file if names else 0
+        self._end_index: int | None = None
+
+    @property
+    def end_index(self) -> int:
+        """One past the last written unit (searched on first use)."""
+        if self._end_index is None:
+            self._end_index = self._end() if self.starts else 0
+        return self._end_index
 
     def close(self) -> None:
         for fd in self._fds.values():
@@ -95,9 +105,11 @@ class QueueUnits:
                 lo = mid + 1
         return lo
 
-    def lower_bound(self, phy: int) -> int:
-        """The first index whose unit is at or above CommitLog offset ``phy``."""
-        lo, hi = self.min_index, self.end_index
+    def lower_bound(self, phy: int, lo: int | None = None, hi: int | None = None) -> int:
+        """The first index in ``[lo, hi)`` (default: the whole queue) whose unit is at or
+        above CommitLog offset ``phy``; ``hi`` when none is."""
+        lo = self.min_index if lo is None else lo
+        hi = self.end_index if hi is None else hi
         while lo < hi:
             mid = (lo + hi) // 2
             if self.key(mid) < phy:
@@ -178,22 +190,48 @@ def commitlog_losses(
             return {}
         return dirs
 
+    starts = [f[0] for f in files]
+
     def count(
         directory: str, firsts: dict[object, int | None], add: Callable[[int, object, int], None]
     ) -> None:
         """For each reader (a group, a level...) with its first needed index (None: the
-        queue's minimum), add its unread units in each file."""
+        queue's minimum), add its unread units in each file.
+
+        Only the frontiers are searched: the unit at the lowest reader's index, then each
+        file boundary above it, by binary search between that index and the last file's
+        end. A queue all of whose readers are caught up costs one read."""
         try:
             with QueueUnits(directory, cq_file_size) as q:
-                if q.end_index <= q.min_index:
+                if not q.starts:
                     return
-                idx = {b: q.lower_bound(b) for b in bounds}
-                for who, first in firsts.items():
-                    need = q.min_index if first is None else max(first, q.min_index)
-                    if need >= q.end_index:
-                        continue  # caught up (or past the end after a truncation)
-                    for j, (start, end) in enumerate(files):
-                        got = idx[end] - max(idx[start], need)
+                needs = {
+                    who: q.min_index if first is None else max(first, q.min_index)
+                    for who, first in firsts.items()
+                }
+                low = min(needs.values())
+                if low >= q.limit_index:
+                    return  # past the last file: nothing left to read
+                low_phy = q.key(low)
+                if low_phy == _END:
+                    return  # every reader caught up (or past the end after a truncation)
+                idx: dict[int, int] = {}
+                lo, hi = low + 1, q.limit_index
+                for b in bounds:  # ascending: each search starts where the last ended
+                    if b <= low_phy:
+                        idx[b] = low  # at or below every reader's first unread unit
+                    else:
+                        lo = idx[b] = q.lower_bound(b, lo, hi)
+                top = idx[bounds[-1]]
+                ends = [idx[end] for _, end in files]
+                for who, need in needs.items():
+                    if need >= top:
+                        continue  # nothing unread below the last file's end
+                    for j in range(bisect.bisect_right(ends, need), n):
+                        first = idx[starts[j]]
+                        if first >= top:
+                            break
+                        got = ends[j] - max(first, need)
                         if got > 0:
                             add(j, who, got)
         except OSError as exc:
