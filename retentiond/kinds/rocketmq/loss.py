@@ -37,24 +37,33 @@ _END = 1 << 63  # an unwritten unit: past every file
 class QueueUnits:
     """One ConsumeQueue's units read by logical index, with ``pread`` on demand."""
 
-    def __init__(self, directory: str, cq_file_size: int) -> None:
+    def __init__(self, directory: str, cq_file_size: int, *, listed: bool = True) -> None:
         self.directory = directory
         self.cq_file_size = cq_file_size
         self.per_file = cq_file_size // CQ_UNIT_SIZE
+        self._fds: dict[int, int] = {}
+        self.reads = 0
+        self.starts: list[int] = []
+        self.min_index = self.limit_index = 0
+        self.listed = False
+        self._end_index: int | None = None
+        if listed:
+            self.list()
+
+    def list(self) -> None:
+        """The queue's files, from its directory: its first and last unit."""
         names = []
-        for name in os.listdir(directory):
+        for name in os.listdir(self.directory):
             start = parse_offset_name(name)
-            if start is not None and start % cq_file_size == 0:
+            if start is not None and start % self.cq_file_size == 0:
                 names.append(start)
         names.sort()
         self.starts = names
-        self._fds: dict[int, int] = {}
-        self.reads = 0
+        self.listed = True
         self.min_index = names[0] // CQ_UNIT_SIZE if names else 0
         # One past the last unit the last file can hold: every unit from the written end to
         # here reads as unwritten, so a search needs no exact end.
         self.limit_index = names[-1] // CQ_UNIT_SIZE + self.per_file if names else 0
-        self._end_index: int | None = None
 
     @property
     def end_index(self) -> int:
@@ -62,6 +71,19 @@ class QueueUnits:
         if self._end_index is None:
             self._end_index = self._end() if self.starts else 0
         return self._end_index
+
+    def search(self, phy: int, lo: int) -> int:
+        """The first index at or after ``lo`` whose unit is at or above ``phy``. Unlisted,
+        by galloping from ``lo`` (a file past the last one raises FileNotFoundError: the
+        caller lists the queue and searches again)."""
+        if self.listed:
+            return self.lower_bound(phy, lo, self.limit_index)
+        step, hi = 1, lo
+        while self.key(hi) < phy:
+            lo = hi + 1
+            hi += step
+            step *= 2
+        return self.lower_bound(phy, lo, hi)
 
     def close(self) -> None:
         for fd in self._fds.values():
@@ -192,6 +214,42 @@ def commitlog_losses(
 
     starts = [f[0] for f in files]
 
+    def frontiers(
+        q: QueueUnits, firsts: dict[object, int | None]
+    ) -> tuple[dict[int, int], dict[object, int]] | None:
+        """Each bound's first unit at or above it, and each reader's first needed index
+        (clamped to the queue's first unit); None when no reader has anything left. Without
+        a listing, the lowest reader's file is opened directly: it raises FileNotFoundError
+        when that reader is before the first file or past the last one."""
+        if not q.listed and any(f is None for f in firsts.values()):
+            q.list()
+        if q.listed:
+            if not q.starts:
+                return None
+            needs = {
+                who: q.min_index if first is None else max(first, q.min_index)
+                for who, first in firsts.items()
+            }
+            low = min(needs.values())
+            if low >= q.limit_index:
+                return None  # past the last file: nothing left to read
+        else:
+            needs = {who: first for who, first in firsts.items() if first is not None}
+            low = min(needs.values())
+            if low < 0:
+                raise FileNotFoundError(low)
+        low_phy = q.key(low)
+        if low_phy == _END:
+            return None  # every reader caught up (or past the end after a truncation)
+        idx: dict[int, int] = {}
+        lo = low + 1
+        for b in bounds:  # ascending: each search starts where the last ended
+            if b <= low_phy:
+                idx[b] = low  # at or below every reader's first unread unit
+            else:
+                lo = idx[b] = q.search(b, lo)
+        return idx, needs
+
     def count(
         directory: str, firsts: dict[object, int | None], add: Callable[[int, object, int], None]
     ) -> None:
@@ -202,26 +260,15 @@ def commitlog_losses(
         file boundary above it, by binary search between that index and the last file's
         end. A queue all of whose readers are caught up costs one read."""
         try:
-            with QueueUnits(directory, cq_file_size) as q:
-                if not q.starts:
+            with QueueUnits(directory, cq_file_size, listed=False) as q:
+                try:
+                    found = frontiers(q, firsts)
+                except FileNotFoundError:  # a reader outside the files: list them
+                    q.list()
+                    found = frontiers(q, firsts)
+                if found is None:
                     return
-                needs = {
-                    who: q.min_index if first is None else max(first, q.min_index)
-                    for who, first in firsts.items()
-                }
-                low = min(needs.values())
-                if low >= q.limit_index:
-                    return  # past the last file: nothing left to read
-                low_phy = q.key(low)
-                if low_phy == _END:
-                    return  # every reader caught up (or past the end after a truncation)
-                idx: dict[int, int] = {}
-                lo, hi = low + 1, q.limit_index
-                for b in bounds:  # ascending: each search starts where the last ended
-                    if b <= low_phy:
-                        idx[b] = low  # at or below every reader's first unread unit
-                    else:
-                        lo = idx[b] = q.lower_bound(b, lo, hi)
+                idx, needs = found
                 top = idx[bounds[-1]]
                 ends = [idx[end] for _, end in files]
                 for who, need in needs.items():
@@ -242,19 +289,20 @@ def commitlog_losses(
     for topic, by_group in progress.offsets.items():
         if topic in (HALF_TOPIC, OP_HALF_TOPIC):
             continue
+        readers: dict[int, dict[object, int | None]] = {}  # queue id -> group -> offset
+        for g, qs in sorted(by_group.items()):
+            for qid, offset in qs.items():
+                readers.setdefault(qid, {})[g] = offset
         dirs = queue_dirs(topic)
+
+        def add_group(j: int, who: object, got: int, topic: str = topic) -> None:
+            key = (str(who), topic)
+            groups[j][key] = groups[j].get(key, 0) + got
+
         for qid, directory in sorted(dirs.items()):
-            firsts: dict[object, int | None] = {
-                g: qs[qid] for g, qs in sorted(by_group.items()) if qid in qs
-            }
-            if not firsts:
-                continue
-
-            def add_group(j: int, who: object, got: int, topic: str = topic) -> None:
-                key = (str(who), topic)
-                groups[j][key] = groups[j].get(key, 0) + got
-
-            count(directory, firsts, add_group)
+            firsts = readers.get(qid)
+            if firsts:
+                count(directory, firsts, add_group)
 
     if progress.delay is not None:
         levels = progress.delay
