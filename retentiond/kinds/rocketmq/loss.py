@@ -32,6 +32,7 @@ from retentiond.kinds.rocketmq.progress import (
 _INT_MAX = (1 << 31) - 1
 _PAST = -1  # a pre-blank filler unit: below every file
 _END = 1 << 63  # an unwritten unit: past every file
+_CHUNK = 64  # units taken by one read (1,280 bytes)
 
 
 class QueueUnits:
@@ -42,6 +43,7 @@ class QueueUnits:
         self.cq_file_size = cq_file_size
         self.per_file = cq_file_size // CQ_UNIT_SIZE
         self._fds: dict[int, int] = {}
+        self._chunk: tuple[int, bytes] = (0, b"")  # the units last read, from this index
         self.reads = 0
         self.starts: list[int] = []
         self.min_index = self.limit_index = 0
@@ -97,17 +99,28 @@ class QueueUnits:
         self.close()
 
     def key(self, index: int) -> int:
-        """The unit's CommitLog offset, made monotonic: fillers low, unwritten units high."""
-        file_start = (index // self.per_file) * self.cq_file_size
-        fd = self._fds.get(file_start)
-        if fd is None:
-            fd = os.open(f"{self.directory}/{file_start:020d}", os.O_RDONLY | os.O_NOFOLLOW)
-            self._fds[file_start] = fd
-        self.reads += 1
-        data = os.pread(fd, CQ_UNIT_SIZE, (index % self.per_file) * CQ_UNIT_SIZE)
-        if len(data) < CQ_UNIT_SIZE:
-            return _END
-        phy, size, _tags = CQ_UNIT.unpack(data)
+        """The unit's CommitLog offset, made monotonic: fillers low, unwritten units high.
+
+        Each read takes up to ``_CHUNK`` units from ``index`` on (to the file's end): the
+        searches go upward from the first unit read, so a short queue or a frontier near
+        its end is served from that one read."""
+        first, data = self._chunk
+        at = (index - first) * CQ_UNIT_SIZE
+        if at < 0 or at + CQ_UNIT_SIZE > len(data):
+            file_start = (index // self.per_file) * self.cq_file_size
+            fd = self._fds.get(file_start)
+            if fd is None:
+                fd = os.open(f"{self.directory}/{file_start:020d}", os.O_RDONLY | os.O_NOFOLLOW)
+                self._fds[file_start] = fd
+            self.reads += 1
+            within = index % self.per_file
+            count = min(_CHUNK, self.per_file - within)
+            data = os.pread(fd, count * CQ_UNIT_SIZE, within * CQ_UNIT_SIZE)
+            self._chunk = (index, data)
+            at = 0
+            if len(data) < CQ_UNIT_SIZE:
+                return _END
+        phy, size, _tags = CQ_UNIT.unpack_from(data, at)
         if size == _INT_MAX and phy == 0:
             return _PAST
         if size <= 0 or phy < 0:
