@@ -30,6 +30,7 @@ from retentiond.engine.loss import (
     GroupRisk,
     Loss,
     Progress,
+    add_risk,
     risk_status,
     top_risks,
 )
@@ -65,6 +66,7 @@ from retentiond.text.units import zone_name
 BELOW = Reason.BELOW_COMMITLOG_MIN_OFFSET
 
 _HOUR_MS = 3_600_000
+RECOUNT_AHEAD_MS = 60_000  # the groups at risk in files that go later: recounted at most this often
 # The trigger fields that make a round's "state": idle rounds fold only while all agree.
 _IDLE_FLAGS = (
     "time_up",
@@ -110,6 +112,8 @@ class RocketMQ(RocketMQVoice):
         self.last_loss: tuple[Loss, ...] = ()  # what the last round's deletions lose
         self.last_risk: tuple[GroupRisk, ...] | None = None  # store_stats' group_risk
         self.risk_acc: dict[str, list[int | None]] = {}  # the last round's, by group
+        # The later files' part of it: (what it was counted for, when, by group)
+        self._ahead: tuple[tuple[object, ...], int, dict[str, list[int | None]]] | None = None
         self.group_moves: dict[str, tuple[int, int]] = {}  # group -> (offsets digest, since ms)
         # The scan cache file (see scancache): loaded before the first scan, written after a
         # remembering round that had to list or read anything. None: not yet looked up.
@@ -301,8 +305,32 @@ class RocketMQ(RocketMQVoice):
             if ahead and progress.progress not in (Progress.UNKNOWN, Progress.CORRUPT)
             else []
         )
+        # The later files are recounted at most once a minute while the same files would go
+        # now and later under the same triggers: a count reads a unit of every queue the
+        # groups read, too much for every round of a daemon on 10^5 queues.
+        t = cl.triggers
+        ahead_key = (
+            s.config_hash,
+            progress.progress,
+            t.fired,
+            t.usage_exceeds,
+            t.clean_at_once,
+            tuple(d.path for _, d in deletions),
+            tuple(d.path for _, d, _ in later),
+        )
+        reuse = (
+            bool(later)
+            and self._ahead is not None
+            and self._ahead[0] == ahead_key
+            and now_ms - self._ahead[1] < RECOUNT_AHEAD_MS
+        )
+        if reuse:
+            later = []
+        elif not later:
+            self._ahead = None
         if not deletions and not later:
             self.last_loss = ()
+            self._add_ahead()
             return cl, tuple(problems)
         policy = GroupPolicy(
             dict(progress.enabled) if progress.enabled is not None else None,
@@ -347,17 +375,29 @@ class RocketMQ(RocketMQVoice):
         # The indicator: what goes now, then the later files unless the guard stopped the
         # pass this round (it would keep stopping there until the disk forces it).
         going_now = [(decisions[i], now_ms) for i, _ in deletions if decisions[i].delete]
-        ahead_files = [] if kept else [(d, w) for _, d, w in later]
-        add_group_risks(
-            self.risk_acc,
-            [*going_now, *ahead_files],
-            [*self.last_loss, *(loss_at[i] for i, _, _ in ([] if kept else later))],
-            guard=(keep_unconsumed, keep_timers) if guarding else None,
-        )
+        add_group_risks(self.risk_acc, going_now, self.last_loss, guard=None)
+        if later:
+            ahead_acc: dict[str, list[int | None]] = {}
+            if not kept:
+                add_group_risks(
+                    ahead_acc,
+                    [(d, w) for _, d, w in later],
+                    [loss_at[i] for i, _, _ in later],
+                    guard=(keep_unconsumed, keep_timers) if guarding else None,
+                )
+            self._ahead = (ahead_key, now_ms, ahead_acc)
+        self._add_ahead()
         return (
             replace(cl, decisions=tuple(decisions), min_offset_after=first_kept_offset(decisions)),
             tuple(problems),
         )
+
+    def _add_ahead(self) -> None:
+        """The later files' part of the indicator (counted this round or within the last
+        minute for the same files) added to this round's."""
+        if self._ahead is not None:
+            for group, (messages, when) in self._ahead[2].items():
+                add_risk(self.risk_acc, group, messages or 0, when)
 
     def _stale_groups(self, progress: ConsumerProgress, now: int) -> frozenset[str]:
         """Groups whose offsets have not moved for ``guard.staleAfter`` as this object has

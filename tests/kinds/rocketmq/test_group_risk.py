@@ -250,3 +250,22 @@ def test_counts_per_file_are_the_queue_units_for_any_offsets_and_files(tmp_path:
                 if m:
                     want[g] = m
             assert {x.group: x.messages for x in loss.groups} == want, (start, end)
+
+
+def test_a_later_round_keeps_the_indicator_and_counts_again_when_the_triggers_change(
+    tmpfs: Tmpfs, tmp_path: Path
+) -> None:
+    """The later files are recounted at most once a minute while the same files would go
+    under the same triggers: the next round reports the same groups and times; a disk
+    that passes the clean-forcibly ratio makes it count again (everything goes now)."""
+    now = int(time.time() * 1000)
+    store, expires, at_risk = build(tmpfs.path / "store", now)
+    cleaner = Cleaner(kind_for(load_settings(config(store, tmp_path))))
+    for _ in range(2):
+        plan = cleaner.run_round(dry_run=True).plan
+        risk = cleaner.kind.store_stats(plan, frozenset(), None).group_risk
+        assert risk == (GroupRisk("lag", at_risk, expires),)
+    tmpfs.fill_to(0.90)
+    plan = cleaner.run_round(dry_run=True).plan
+    risk = cleaner.kind.store_stats(plan, frozenset(), None).group_risk
+    assert risk == (GroupRisk("lag", at_risk, plan.now_ms),)
