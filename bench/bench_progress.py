@@ -94,7 +94,7 @@ def offsets_json(table: dict[str, dict[int, int]], ts: int) -> str:
 def groups_json(names: list[str], ts: int) -> str:
     """``SubscriptionGroupManager.encode(true)``, the fields that matter here."""
     entries = [
-        f"\t\t{json.dumps(n)}:{{\n\t\t\t\"consumeEnable\":true,\n\t\t\t\"groupName\":"
+        f'\t\t{json.dumps(n)}:{{\n\t\t\t"consumeEnable":true,\n\t\t\t"groupName":'
         f"{json.dumps(n)}\n\t\t}}"
         for n in names
     ]
