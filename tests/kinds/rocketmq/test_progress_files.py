@@ -68,6 +68,11 @@ def test_quoted_and_bare_keys_mix_as_fastjson_reads_them():
     }
 
 
+def test_blanks_around_a_bare_key_are_read_too():
+    """The broker writes none, but a hand-edited file may: the same reading, the slow way."""
+    assert parse_fastjson('{"T@G":{ 0 :5,\n 1: 6, -3 :7}}') == {"T@G": {"0": 5, "1": 6, "-3": 7}}
+
+
 @pytest.mark.parametrize("text", ["", "{", '{"offsetTable":{"T@G":{0:25', "{0:}"])
 def test_torn_text_is_an_error_not_a_guess(text):
     with pytest.raises(FastjsonError):
