@@ -269,3 +269,27 @@ def test_a_later_round_keeps_the_indicator_and_counts_again_when_the_triggers_ch
     plan = cleaner.run_round(dry_run=True).plan
     risk = cleaner.kind.store_stats(plan, frozenset(), None).group_risk
     assert risk == (GroupRisk("lag", at_risk, plan.now_ms),)
+
+
+def test_a_progress_entry_whose_topic_cannot_be_a_directory_is_a_problem_not_a_crash(
+    tmp_path: Path,
+) -> None:
+    """A consumerOffset.json key with a NUL or a "/" in its topic: a problem line, the entry
+    skipped; the round runs and the indicator is what it is without the entry."""
+    now = int(time.time() * 1000)
+    store, expires, at_risk = build(tmp_path / "store", now)
+    offsets = store.root / "config" / "consumerOffset.json"
+    q = {qid: units(store, TOPIC, qid) for qid in (0, 1)}
+    caught = {qid: len(q[qid]) for qid in (0, 1)}
+    table = {f"{TOPIC}@lag": LAG, f"{TOPIC}@caught": caught}
+    write_text(
+        offsets, consumer_offset_json({**table, "bad\u0000topic@g": {0: 0}, f"{TOPIC}/0@g": {0: 0}})
+    )
+    risk, _, plan = risk_after_a_round(config(store, tmp_path))
+    assert risk == (GroupRisk("lag", at_risk, expires),)
+    assert [d for d in plan.commitlog.decisions if d.delete] == []
+    assert any(
+        p == str(offsets) and "cannot be a directory name" in text
+        for p, text in plan.progress_problems
+    ), plan.progress_problems
+
