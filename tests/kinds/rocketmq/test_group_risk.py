@@ -271,6 +271,29 @@ def test_a_later_round_keeps_the_indicator_and_counts_again_when_the_triggers_ch
     assert risk == (GroupRisk("lag", at_risk, plan.now_ms),)
 
 
+def test_a_file_dated_past_year_9999_ends_the_walk_and_the_round_runs(
+    tmpfs: Tmpfs, tmp_path: Path
+) -> None:
+    """A CommitLog file whose mtime is far past any date a clock can show (a tmpfs keeps it):
+    it and the files after it never expire by age, so the indicator counts the first file
+    only. The round runs as ``plan`` does; nothing of the indicator can stop it."""
+    now = int(time.time() * 1000)
+    store, expires, _ = build(tmpfs.path / "store", now)
+    files = [f for f in store.commitlog_files if not f.preallocated]
+    far = 4 * 10**20  # ns: about the year 14645
+    os.utime(files[1].path, ns=(far, far))
+    assert os.stat(files[1].path).st_mtime_ns == far
+    q = {qid: units(store, TOPIC, qid) for qid in (0, 1)}
+    in_first = sum(1 for qid in (0, 1) for p in q[qid][LAG[qid] :] if p < files[1].start_offset)
+    path = config(store, tmp_path)
+    plan = Cleaner(kind_for(load_settings(path))).plan()
+    risk, _, round_plan = risk_after_a_round(path)
+    assert [d.verdict for d in round_plan.commitlog.decisions] == [
+        d.verdict for d in plan.commitlog.decisions
+    ]
+    assert risk == (GroupRisk("lag", in_first, expires),)
+
+
 def test_a_progress_entry_whose_topic_cannot_be_a_directory_is_a_problem_not_a_crash(
     tmp_path: Path,
 ) -> None:
