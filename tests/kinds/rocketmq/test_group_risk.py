@@ -316,3 +316,45 @@ def test_a_progress_entry_whose_topic_cannot_be_a_directory_is_a_problem_not_a_c
         for p, text in plan.progress_problems
     ), plan.progress_problems
 
+
+def test_a_bad_queue_file_the_later_files_reach_changes_no_verdict(tmp_path: Path) -> None:
+    """Under ``guard.unconsumed: keep``, a group caught up past the expired first file, and
+    a ConsumeQueue file further on replaced by a symlink: counting what this round deletes
+    never reads it, counting the files that go later does. The round deletes what ``plan``
+    deletes, with the same losses; only the indicator is left without the later files."""
+    now = int(time.time() * 1000)
+    store, _, _ = build(tmp_path / "store", now)
+    files = [f for f in store.commitlog_files if not f.preallocated]
+    old = now - (RESERVED_H + 1) * HOUR_MS  # the first file expired an hour ago
+    os.utime(files[0].path, ns=(old * 1_000_000, old * 1_000_000))
+    q = {qid: units(store, TOPIC, qid) for qid in (0, 1)}
+    second = {qid: next(i for i, p in enumerate(q[qid]) if p >= files[1].start_offset)
+              for qid in (0, 1)}  # fmt: skip
+    write_text(
+        store.root / "config" / "consumerOffset.json",
+        consumer_offset_json({f"{TOPIC}@g": second}),
+    )
+    qdir = store.root / "consumequeue" / TOPIC / "0"
+    per = SPEC.cq_file_size // 20
+    assert second[0] // per == 0  # the group's unit is in the queue's first file...
+    victim = qdir / f"{SPEC.cq_file_size:020d}"  # ...the next one becomes a symlink
+    moved = tmp_path / "moved"
+    os.rename(victim, moved)
+    os.symlink(moved, victim)
+    path = config(store, tmp_path, retentiond={"guard": {"unconsumed": "keep"}})
+
+    def verdicts(p: Any) -> list[tuple[str, str, str, Any]]:
+        return [
+            (d.path, str(d.verdict), str(d.reason), d.loss)
+            for d in p.commitlog.decisions
+            if d.start_offset is not None
+        ]
+
+    plan = Cleaner(kind_for(load_settings(path))).plan()
+    risk, _, round_plan = risk_after_a_round(path)
+    assert verdicts(round_plan) == verdicts(plan)
+    first = plan.commitlog.decisions[0]
+    assert first.delete and first.loss is not None
+    assert first.loss.messages == 0 and first.loss.uncounted == ()
+    assert risk == ()  # the later files' count is partial: the walk stops at the first
+    assert any(p == str(qdir) for p, _ in round_plan.progress_problems)  # said, once
