@@ -78,6 +78,14 @@ BELOW = Reason.BELOW_COMMITLOG_MIN_OFFSET
 
 _HOUR_MS = 3_600_000
 RECOUNT_AHEAD_MS = 60_000  # the groups at risk in files that go later: recounted at most this often
+
+
+def _indicator_problem(settings: Settings[RocketMQStore], exc: Exception) -> tuple[str, str]:
+    """The problem line for an error met while counting the groups at risk."""
+    path = str(settings.store.store_path_commitlog[0])
+    return path, f"groups at risk not counted for the files that go later ({exc!r})"
+
+
 # The trigger fields that make a round's "state": idle rounds fold only while all agree.
 _IDLE_FLAGS = (
     "time_up",
@@ -308,8 +316,10 @@ class RocketMQ(RocketMQVoice):
         """The plan with what each CommitLog deletion loses (``engine.loss``), read from the
         consumer progress on disk this round, and the progress files' problems.
 
-        With ``ahead`` (a daemon's round) the files that go later are counted too, in the
-        same pass over the queues, for the leading indicator (``_group_risk``)."""
+        With ``ahead`` (a daemon's round) the files that go later are counted too, for the
+        leading indicator (``_group_risk``), apart from the deletions: what they read (or
+        fail to read) never changes a verdict nor a deletion's loss, which are ``plan``'s;
+        an error there is a problem line and leaves the indicator without the later files."""
         s = self.settings
         try:
             progress = read_progress(s.store.store_path_root_dir)
@@ -324,33 +334,15 @@ class RocketMQ(RocketMQVoice):
         deletions = [
             (i, d) for i, d in enumerate(cl.decisions) if d.delete and d.start_offset is not None
         ]
-        later = (
-            [(i, d, w) for i, d, w in going(cl, s, now_ms) if not d.delete]
-            if ahead and progress.progress not in (Progress.UNKNOWN, Progress.CORRUPT)
-            else []
-        )
-        # The later files are recounted at most once a minute while the same files would go
-        # now and later under the same triggers: a count reads a unit of every queue the
-        # groups read, too much for every round of a daemon on 10^5 queues.
-        t = cl.triggers
-        ahead_key = (
-            s.config_hash,
-            progress.progress,
-            t.fired,
-            t.usage_exceeds,
-            t.clean_at_once,
-            tuple(d.path for _, d in deletions),
-            tuple(d.path for _, d, _ in later),
-        )
-        reuse = (
-            bool(later)
-            and self._ahead is not None
-            and self._ahead[0] == ahead_key
-            and now_ms - self._ahead[1] < RECOUNT_AHEAD_MS
-        )
-        if reuse:
-            later = []
-        elif not later:
+        later: list[tuple[int, Decision, int]] = []
+        ahead_key: tuple[object, ...] = ()
+        if ahead and progress.progress not in (Progress.UNKNOWN, Progress.CORRUPT):
+            try:
+                later, ahead_key = self._later_files(cl, progress, now_ms, deletions)
+            except Exception as exc:  # the indicator only reports: never a failed round
+                problems.append(_indicator_problem(s, exc))
+                self._ahead = None
+        else:
             self._ahead = None
         if not deletions and not later:
             self.last_loss = ()
@@ -361,17 +353,14 @@ class RocketMQ(RocketMQVoice):
             s.daemon.guard_ignore_groups,
             self._stale_groups(progress, now_ms),
         )
-        counted = sorted([*deletions, *((i, d) for i, d, _ in later)], key=lambda x: x[0])
-        every = commitlog_losses(
+        losses = commitlog_losses(
             progress,
             s.store.consumequeue_dir,
             s.store.mapped_file_size_consumequeue,
-            [(d.start_offset or 0, d.end_offset or 0) for _, d in counted],
+            [(d.start_offset or 0, d.end_offset or 0) for _, d in deletions],
             policy=policy,
             problem=lambda path, text: problems.append((path, text)),
         )
-        loss_at = {i: loss for (i, _), loss in zip(counted, every, strict=True)}
-        losses = [loss_at[i] for i, _ in deletions]
         decisions = list(cl.decisions)
         keep_unconsumed = s.daemon.guard_unconsumed == "keep"
         keep_timers = s.daemon.guard_timers == "keep"
@@ -401,20 +390,91 @@ class RocketMQ(RocketMQVoice):
         going_now = [(decisions[i], now_ms) for i, _ in deletions if decisions[i].delete]
         add_group_risks(self.risk_acc, going_now, self.last_loss, guard=None)
         if later:
-            ahead_acc: dict[str, list[int | None]] = {}
-            if not kept:
-                add_group_risks(
-                    ahead_acc,
-                    [(d, w) for _, d, w in later],
-                    [loss_at[i] for i, _, _ in later],
-                    guard=(keep_unconsumed, keep_timers) if guarding else None,
+            try:
+                ahead_acc = self._count_later(
+                    progress, later, policy, problems, kept=kept, guard=guarding
                 )
-            self._ahead = (ahead_key, now_ms, ahead_acc)
+            except Exception as exc:  # the indicator only reports: never a failed round
+                problems.append(_indicator_problem(s, exc))
+                self._ahead = None
+            else:
+                self._ahead = (ahead_key, now_ms, ahead_acc)
         self._add_ahead()
         return (
             replace(cl, decisions=tuple(decisions), min_offset_after=first_kept_offset(decisions)),
             tuple(problems),
         )
+
+    def _later_files(
+        self,
+        cl: CommitLogPlan,
+        progress: ConsumerProgress,
+        now_ms: int,
+        deletions: list[tuple[int, Decision]],
+    ) -> tuple[list[tuple[int, Decision, int]], tuple[object, ...]]:
+        """The files that go later (``risk.going``) when they are to be counted this round,
+        and the key under which their count is kept; none while the last count still holds."""
+        s = self.settings
+        later = [(i, d, w) for i, d, w in going(cl, s, now_ms) if not d.delete]
+        # The later files are recounted at most once a minute while the same files would go
+        # now and later under the same triggers: a count reads a unit of every queue the
+        # groups read, too much for every round of a daemon on 10^5 queues.
+        t = cl.triggers
+        ahead_key = (
+            s.config_hash,
+            progress.progress,
+            t.fired,
+            t.usage_exceeds,
+            t.clean_at_once,
+            tuple(d.path for _, d in deletions),
+            tuple(d.path for _, d, _ in later),
+        )
+        if not later:
+            self._ahead = None
+        elif (
+            self._ahead is not None
+            and self._ahead[0] == ahead_key
+            and now_ms - self._ahead[1] < RECOUNT_AHEAD_MS
+        ):
+            later = []  # the count kept holds
+        return later, ahead_key
+
+    def _count_later(
+        self,
+        progress: ConsumerProgress,
+        later: list[tuple[int, Decision, int]],
+        policy: GroupPolicy,
+        problems: list[tuple[str, str]],
+        *,
+        kept: bool,
+        guard: bool,
+    ) -> dict[str, list[int | None]]:
+        """The groups at risk in the files that go later, counted on their own: a queue
+        unreadable only there makes their losses uncounted (the walk stops at the first,
+        as the guard would), never this round's deletions'. Problems already said this
+        round are not said twice."""
+        s = self.settings
+        acc: dict[str, list[int | None]] = {}
+        if kept:
+            return acc  # the guard stopped the pass this round: nothing goes after it
+        said = set(problems)
+
+        def problem(path: str, text: str) -> None:
+            if (path, text) not in said:
+                said.add((path, text))
+                problems.append((path, text))
+
+        losses = commitlog_losses(
+            progress,
+            s.store.consumequeue_dir,
+            s.store.mapped_file_size_consumequeue,
+            [(d.start_offset or 0, d.end_offset or 0) for _, d, _ in later],
+            policy=policy,
+            problem=problem,
+        )
+        keep = (s.daemon.guard_unconsumed == "keep", s.daemon.guard_timers == "keep")
+        add_group_risks(acc, [(d, w) for _, d, w in later], losses, guard=keep if guard else None)
+        return acc
 
     def _add_ahead(self) -> None:
         """The later files' part of the indicator (counted this round or within the last

@@ -27,6 +27,7 @@ from retentiond.kinds.rocketmq.progress import (
     TIMER_TOPIC,
     TRANS_GROUP,
     ConsumerProgress,
+    is_directory_name,
 )
 
 _INT_MAX = (1 << 31) - 1
@@ -180,12 +181,15 @@ class GroupPolicy:
 
 def _queue_dirs(cq_root: Path, topic: str) -> dict[int, str] | None:
     """The topic's queue directories by id; {} when it has none; None when its directory is
-    there but cannot be listed (its readers' loss cannot be counted)."""
+    there but cannot be listed (its readers' loss cannot be counted). A name that cannot be
+    a directory's has none: {} (``read_progress`` skips such entries and says so)."""
+    if not is_directory_name(topic):
+        return {}
     try:
         names = os.listdir(cq_root / topic)
     except (FileNotFoundError, NotADirectoryError):
         return {}
-    except OSError:
+    except (OSError, ValueError):
         return None
     out: dict[int, str] = {}
     for name in names:

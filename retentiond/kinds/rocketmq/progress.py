@@ -142,6 +142,13 @@ def read_config_file(path: Path) -> ConfigFile:
     )
 
 
+def is_directory_name(name: str) -> bool:
+    """Whether ``name`` can name one directory (a topic's under ``consumequeue/``, a retry
+    topic's after its group): not empty, not "." nor "..", no "/" and no NUL. A topic named
+    otherwise has no queues of its own; reading it would reach other directories or fail."""
+    return name not in ("", ".", "..") and "/" not in name and "\x00" not in name
+
+
 def _int_map(raw: object) -> dict[int, int] | None:
     if not isinstance(raw, dict):
         return None
@@ -270,7 +277,7 @@ def read_progress(root: Path, timer_precision_ms: int = 1000) -> ConsumerProgres
             problems.append((str(source), "offsetTable is not an object: progress unknown"))
             state = Progress.CORRUPT
             table = {}
-        bad = 0
+        bad = unnamed = 0
         for key, value in table.items():
             parts = key.split("@")
             while parts and parts[-1] == "":
@@ -279,9 +286,20 @@ def read_progress(root: Path, timer_precision_ms: int = 1000) -> ConsumerProgres
             if len(parts) != 2 or queues is None:
                 bad += 1
                 continue
+            if not all(map(is_directory_name, parts)):
+                unnamed += 1
+                continue
             offsets.setdefault(parts[0], {})[parts[1]] = queues
         if bad:
             problems.append((str(source), f"{bad} entries not topic@group -> queue offsets"))
+        if unnamed:
+            problems.append(
+                (
+                    str(source),
+                    f"{unnamed} entries name a topic or group that cannot be a directory name:"
+                    " skipped",
+                )
+            )
     enabled: dict[str, bool] | None = None
     subs = read_config_file(config / SUBSCRIPTION_GROUP)
     if subs.doc is not None:

@@ -12,12 +12,14 @@ A file goes:
 The walk stops at the first file that does not go as the store stands: the newest file that
 holds data (never deleted) and those after it, a file of the wrong size (the pass stops there
 for good), a file the guard keeps, and any file when no delete hour is configured and no
-pass runs by disk pressure. The times are the earliest each file can go, never later.
+pass runs by disk pressure, and a file dated so far ahead that it expires past the year 9999.
+The times are the earliest each file can go, never later.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
+from datetime import UTC, datetime
 
 from retentiond.config.settings import Settings
 from retentiond.engine.decision import Decision
@@ -28,6 +30,9 @@ from retentiond.kinds.rocketmq.triggers import next_delete_window
 from retentiond.reasons import Reason
 
 _NEVER = (Reason.NEWEST_FILE, Reason.BAD_SIZE, Reason.UNCONSUMED, Reason.PENDING_TIMER)
+# The last time a date can carry (a day before the year 10000, for any zone's delete hour):
+# a file that expires after it is taken as never expiring.
+_LAST_MS = int(datetime(9999, 12, 30, tzinfo=UTC).timestamp() * 1000)
 
 
 def going(
@@ -51,6 +56,8 @@ def going(
             return  # the pass would stop here (a file past the first stop was not sized)
         if not forced:
             expires = max(d.identity.mtime_ms + reserved, now_ms)
+            if expires > _LAST_MS:
+                return  # dated past any clock: it (and every file after it) never expires
             if not pressure:
                 window = next_delete_window(settings, expires)
                 if window is None:

@@ -269,3 +269,92 @@ def test_a_later_round_keeps_the_indicator_and_counts_again_when_the_triggers_ch
     plan = cleaner.run_round(dry_run=True).plan
     risk = cleaner.kind.store_stats(plan, frozenset(), None).group_risk
     assert risk == (GroupRisk("lag", at_risk, plan.now_ms),)
+
+
+def test_a_file_dated_past_year_9999_ends_the_walk_and_the_round_runs(
+    tmpfs: Tmpfs, tmp_path: Path
+) -> None:
+    """A CommitLog file whose mtime is far past any date a clock can show (a tmpfs keeps it):
+    it and the files after it never expire by age, so the indicator counts the first file
+    only. The round runs as ``plan`` does; nothing of the indicator can stop it."""
+    now = int(time.time() * 1000)
+    store, expires, _ = build(tmpfs.path / "store", now)
+    files = [f for f in store.commitlog_files if not f.preallocated]
+    far = 4 * 10**20  # ns: about the year 14645
+    os.utime(files[1].path, ns=(far, far))
+    assert os.stat(files[1].path).st_mtime_ns == far
+    q = {qid: units(store, TOPIC, qid) for qid in (0, 1)}
+    in_first = sum(1 for qid in (0, 1) for p in q[qid][LAG[qid] :] if p < files[1].start_offset)
+    path = config(store, tmp_path)
+    plan = Cleaner(kind_for(load_settings(path))).plan()
+    risk, _, round_plan = risk_after_a_round(path)
+    assert [d.verdict for d in round_plan.commitlog.decisions] == [
+        d.verdict for d in plan.commitlog.decisions
+    ]
+    assert risk == (GroupRisk("lag", in_first, expires),)
+
+
+def test_a_progress_entry_whose_topic_cannot_be_a_directory_is_a_problem_not_a_crash(
+    tmp_path: Path,
+) -> None:
+    """A consumerOffset.json key with a NUL or a "/" in its topic: a problem line, the entry
+    skipped; the round runs and the indicator is what it is without the entry."""
+    now = int(time.time() * 1000)
+    store, expires, at_risk = build(tmp_path / "store", now)
+    offsets = store.root / "config" / "consumerOffset.json"
+    q = {qid: units(store, TOPIC, qid) for qid in (0, 1)}
+    caught = {qid: len(q[qid]) for qid in (0, 1)}
+    table = {f"{TOPIC}@lag": LAG, f"{TOPIC}@caught": caught}
+    write_text(
+        offsets, consumer_offset_json({**table, "bad\u0000topic@g": {0: 0}, f"{TOPIC}/0@g": {0: 0}})
+    )
+    risk, _, plan = risk_after_a_round(config(store, tmp_path))
+    assert risk == (GroupRisk("lag", at_risk, expires),)
+    assert [d for d in plan.commitlog.decisions if d.delete] == []
+    assert any(
+        p == str(offsets) and "cannot be a directory name" in text
+        for p, text in plan.progress_problems
+    ), plan.progress_problems
+
+
+def test_a_bad_queue_file_the_later_files_reach_changes_no_verdict(tmp_path: Path) -> None:
+    """Under ``guard.unconsumed: keep``, a group caught up past the expired first file, and
+    a ConsumeQueue file further on replaced by a symlink: counting what this round deletes
+    never reads it, counting the files that go later does. The round deletes what ``plan``
+    deletes, with the same losses; only the indicator is left without the later files."""
+    now = int(time.time() * 1000)
+    store, _, _ = build(tmp_path / "store", now)
+    files = [f for f in store.commitlog_files if not f.preallocated]
+    old = now - (RESERVED_H + 1) * HOUR_MS  # the first file expired an hour ago
+    os.utime(files[0].path, ns=(old * 1_000_000, old * 1_000_000))
+    q = {qid: units(store, TOPIC, qid) for qid in (0, 1)}
+    second = {qid: next(i for i, p in enumerate(q[qid]) if p >= files[1].start_offset)
+              for qid in (0, 1)}  # fmt: skip
+    write_text(
+        store.root / "config" / "consumerOffset.json",
+        consumer_offset_json({f"{TOPIC}@g": second}),
+    )
+    qdir = store.root / "consumequeue" / TOPIC / "0"
+    per = SPEC.cq_file_size // 20
+    assert second[0] // per == 0  # the group's unit is in the queue's first file...
+    victim = qdir / f"{SPEC.cq_file_size:020d}"  # ...the next one becomes a symlink
+    moved = tmp_path / "moved"
+    os.rename(victim, moved)
+    os.symlink(moved, victim)
+    path = config(store, tmp_path, retentiond={"guard": {"unconsumed": "keep"}})
+
+    def verdicts(p: Any) -> list[tuple[str, str, str, Any]]:
+        return [
+            (d.path, str(d.verdict), str(d.reason), d.loss)
+            for d in p.commitlog.decisions
+            if d.start_offset is not None
+        ]
+
+    plan = Cleaner(kind_for(load_settings(path))).plan()
+    risk, _, round_plan = risk_after_a_round(path)
+    assert verdicts(round_plan) == verdicts(plan)
+    first = plan.commitlog.decisions[0]
+    assert first.delete and first.loss is not None
+    assert first.loss.messages == 0 and first.loss.uncounted == ()
+    assert risk == ()  # the later files' count is partial: the walk stops at the first
+    assert any(p == str(qdir) for p, _ in round_plan.progress_problems)  # said, once
