@@ -12,7 +12,7 @@ DEMO := demo
 DAEMON_ENV := $(VENV)/.installed
 FULL_ENV := $(VENV)/.installed-test-spark
 
-.PHONY: venv venv-full system-deps test lint run demo-store demo-report bench bench-round bench-check bench-plan bench-spark bench-kafka clean
+.PHONY: venv venv-full system-deps test lint run demo-store demo-report bench bench-round bench-check bench-plan bench-progress bench-spark bench-kafka clean
 
 venv: $(DAEMON_ENV)
 venv-full: $(FULL_ENV)
@@ -68,6 +68,9 @@ bench-check: venv  # the same deletions as main on every shape, with and without
 
 bench-plan: venv  # `retentiond plan` (text, --json) end to end beside find, and its stages
 	$(BIN)/python bench/bench_plan.py
+
+bench-progress: venv  # issue 24: `plan` with 1,000 groups' consumer progress vs without, bench-100k
+	$(BIN)/python bench/bench_progress.py
 
 bench-spark: venv-full  # PySpark and DuckDB (extra spark)
 	$(BIN)/python bench/bench_spark.py

@@ -74,7 +74,7 @@ DUCKDB_SQL = {
             SELECT dt, cluster, broker, host, time_ms, time_ms AS last_time_ms, 1::BIGINT AS n,
                    r_ratio AS ratio_max, r_ratio AS ratio_sum,
                    CASE WHEN r_ratio IS NULL THEN 0 ELSE 1 END AS ratio_n, r_ratio AS ratio,
-                   CASE WHEN {_KAFKA} THEN (CASE WHEN r_ratio >= r_warning THEN 'warning_level'
+                   CASE WHEN {_KAFKA} THEN (CASE WHEN r_ratio > r_warning THEN 'warning_level'
                                                  WHEN r_ratio IS NOT NULL THEN 'ok' END)
                         ELSE triggers.disk_state END AS disk_state,
                    interval_ms,

@@ -399,10 +399,10 @@ def _kafka_round(b: _Broker, now: int, r: float, n: int, interval: int) -> dict[
 
 def _kafka_idle_view(record: dict[str, Any]) -> IdleView:
     """A Kafka round as the folding reads it, with the disk figures of its log dirs: state
-    ``warning_level`` at or above ``diskWarningRatio``, else ``ok``."""
+    ``warning_level`` above ``diskWarningRatio``, else ``ok``."""
     ratio = max(d["ratio"] for d in record["disk"])
     warning = record["thresholds"]["warning_level_ratio"]
-    state = "warning_level" if ratio >= warning else "ok"
+    state = "warning_level" if ratio > warning else "ok"
     return IdleView(
         state=((), record["metadata_source"], tuple(sorted(record["reasons"])), state),
         disk_state=state,

@@ -59,10 +59,11 @@ def flatten(records: DataFrame) -> DataFrame:
     )
     warning = F.col("thresholds.warning_level_ratio")
     warning = F.when(kafka, F.coalesce(warning, F.lit(KAFKA_WARNING_RATIO))).otherwise(warning)
-    # Kafka has two disk states (ok, warning_level), from its ratio and diskWarningRatio
+    # Kafka has two disk states (ok, warning_level), from its ratio and diskWarningRatio:
+    # strictly above it, as the daemon's disk state and its folded rounds (Kafka.disk_state)
     state = F.when(
         kafka,
-        F.when(ratio >= warning, F.lit("warning_level")).when(ratio.isNotNull(), F.lit("ok")),
+        F.when(ratio > warning, F.lit("warning_level")).when(ratio.isNotNull(), F.lit("ok")),
     ).otherwise(F.col("triggers.disk_state"))
     cl_deleted = F.coalesce(F.col("deleted.commitlog.files"), F.lit(0))
     errors = F.coalesce(F.size("errors"), F.lit(0))

@@ -23,6 +23,20 @@ class PathUsage:
     error: str | None = None
 
 
+def usage_record(role: str, usage: PathUsage) -> dict[str, object]:
+    """One entry of a ``round`` record's ``disk`` list (docs/journal.md): the same fields for
+    every kind, so the fleet job reads a RocketMQ path and a Kafka log dir alike."""
+    return {
+        "role": role,
+        "path": usage.path,
+        "ratio": usage.ratio,
+        "total_bytes": usage.total_bytes,
+        "used_bytes": usage.used_bytes,
+        "avail_bytes": usage.avail_bytes,
+        "error": usage.error,
+    }
+
+
 def ratio_from_counts(used: int, avail: int) -> float | None:
     entire = used + avail
     if entire <= 0:

@@ -57,7 +57,10 @@ def human_time(ms: int | None, configured: str | None) -> str:
     """``2025-01-02 04:00 CET``: a time in the configured zone (None: the machine's)."""
     if ms is None:
         return "-"
-    return _in_zone(ms, configured).strftime("%Y-%m-%d %H:%M %Z")
+    try:
+        return _in_zone(ms, configured).strftime("%Y-%m-%d %H:%M %Z")
+    except (ValueError, OverflowError, OSError):  # past what a date can carry (an mtime)
+        return "after 9999-12-31" if ms > 0 else "before 0001-01-01"
 
 
 def iso_time(ms: int, configured: str | None) -> str:

@@ -15,13 +15,13 @@ and release the locks.
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from retentiond.config.settings import Settings, StoreSection
 from retentiond.engine.decision import Decision
-from retentiond.engine.disk import measure_path
+from retentiond.engine.disk import PathUsage, measure_path, usage_record
 from retentiond.engine.execute import open_dir_below
 from retentiond.engine.figures import DiskFigures, KindStats, StoreStats
 from retentiond.engine.holds import HeldFile
@@ -74,6 +74,19 @@ from retentiond.text.units import zone_name
 
 DISK_WARNING_RATIO = DEFAULT_DISK_WARNING_RATIO  # retentiond.kafka.diskWarningRatio's default
 DISK_STATES = ("ok", "warning_level")  # RocketMQ's over_max_ratio and clean_forcibly: never
+
+
+def disk_state(ratios: Sequence[float | None], limit: float) -> str | None:
+    """The log dirs' disk state: ``warning_level`` when one of them is above ``limit``
+    (``retentiond.kafka.diskWarningRatio``; strictly, as RocketMQ's warning level), ``ok``
+    when every one was measured and none is, None while a dir cannot be measured and none is
+    above (a dir we cannot see is never called ok). The metrics (``disk_figures``) and the
+    journal's folded rounds (``idle_view``) both judge with it."""
+    if any(r is not None and r > limit for r in ratios):
+        return "warning_level"
+    if all(r is not None for r in ratios):
+        return "ok"
+    return None
 
 
 @dataclass(frozen=True)
@@ -129,6 +142,9 @@ class Kafka(KafkaVoice):
         self.group_moves: dict[str, tuple[int, int]] = {}
         # the log dirs the last scan could not use (missing, unmounted, unreadable), and why
         self.last_dir_errors: dict[str, str] = {}
+        # each log dir's filesystem as the last scan found it, before any deletion (as
+        # RocketMQ's round judges its disk): the round record's ``disk``
+        self.last_disk: tuple[PathUsage, ...] = ()
 
     def reconfigure(self, settings: Settings[StoreSection]) -> None:
         """A reload: new retention values from the next round on. The log dirs cannot
@@ -169,6 +185,7 @@ class Kafka(KafkaVoice):
         errors: list[str] = []
         dirs = []
         self.last_dir_errors = {}
+        self.last_disk = tuple(measure_path(d) for d in self.server.log_dirs)
         for d in self.server.log_dirs:
             # A dir missing, unmounted or unreadable is that dir's error, asked before its
             # .lock is taken (which would create the file): nothing is created in it, and the
@@ -537,19 +554,27 @@ class Kafka(KafkaVoice):
 
     def idle_view(self, record: Mapping[str, Any]) -> IdleView | None:
         """Two Kafka rounds are alike when the same log dirs are plan-only, the per-topic
-        configs came from the same source without error and the same verdicts (reason names,
-        not counts: a roll adds a kept segment) were given. Kafka has no disk trigger, so no
-        ratio; a round is never "stuck" (a running broker keeps its own retention). The
+        configs came from the same source without error, the same verdicts (reason names,
+        not counts: a roll adds a kept segment) were given and the disk state is the same.
+        The ratio is the fullest log dir's, the state ``warning_level`` or ``ok`` against
+        ``thresholds.warning_level_ratio`` (``unknown`` while a dir cannot be measured and
+        none is above) -- exactly as ``analytics/tables.py`` reads a Kafka ``round``
+        record. A round is never "stuck" (a running broker keeps its own retention). The
         summary carries what a full round says of the kind and the largest number of
         segments a plan-only dir kept that would otherwise have gone."""
         if record.get("metadata_error") is not None:
             return None
         reasons = record.get("reasons") or {}
         plan_only = tuple(record.get("plan_only_log_dirs") or ())
+        thresholds = record.get("thresholds") or {}
+        limit = thresholds.get("warning_level_ratio", self.disk_warning_ratio)
+        ratios = [d.get("ratio") for d in record.get("disk") or ()]
+        state = disk_state(ratios, limit) or "unknown"
+        measured = [r for r in ratios if r is not None]
         return IdleView(
-            state=(plan_only, record.get("metadata_source"), tuple(sorted(reasons))),
-            disk_state="plan_only" if plan_only else "offline",
-            ratio=None,
+            state=(plan_only, record.get("metadata_source"), tuple(sorted(reasons)), state),
+            disk_state=state,
+            ratio=max(measured) if measured else None,
             stuck=False,
             interval_ms=record.get("interval_ms"),
             carried={
@@ -557,6 +582,7 @@ class Kafka(KafkaVoice):
                 "metadata_source": record.get("metadata_source"),
                 "interval_ms": record.get("interval_ms"),
                 "reasons": dict(reasons),
+                "thresholds": record.get("thresholds"),
             },
             maxima={"broker_running_kept": int(reasons.get("keep:broker_running", 0))},
         )
@@ -568,6 +594,9 @@ class Kafka(KafkaVoice):
             "metadata_error": plan.metadata_error,
             "reasons": plan.reason_counts(),
             "interval_ms": self.server.retention_check_interval_ms,
+            # the same fields as RocketMQ's round, for the fleet job (docs/journal.md)
+            "thresholds": {"warning_level_ratio": self.disk_warning_ratio},
+            "disk": [usage_record("log_dir", u) for u in self.last_disk],
         }
 
     # ---- for people and dashboards ------------------------------------------------------
@@ -637,16 +666,12 @@ class Kafka(KafkaVoice):
         every one was measured and none is, no state at all while a dir cannot be measured
         and none is above (a dir we cannot see is never called ok)."""
         paths = tuple(("log_dir", measure_path(d)) for d in self.server.log_dirs)
-        ratios = [u.ratio for _, u in paths]
         limit = self.disk_warning_ratio
-        if any(r is not None and r > limit for r in ratios):
-            state: str | None = "warning_level"
-        elif all(r is not None for r in ratios):
-            state = "ok"
-        else:
-            state = None
         return DiskFigures(
-            paths, state=state, states=DISK_STATES, thresholds=(("warning_level", limit),)
+            paths,
+            state=disk_state([u.ratio for _, u in paths], limit),
+            states=DISK_STATES,
+            thresholds=(("warning_level", limit),),
         )
 
     def phases_succeeded(self, plan: KafkaPlan) -> tuple[str, ...]:

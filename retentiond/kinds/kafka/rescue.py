@@ -13,10 +13,16 @@ the used ratio, df's arithmetic; ``--free``: bytes available):
    never of a topic in ``retentiond.kafka.rescue.protectTopics``, and never of an internal
    (``__*``), compacted or tiered topic, nor of one whose config is unknown.
 
-The order of step 3 is ``order_key``: where consumer progress is known (``LossOf``: the
-records of a segment some protected group has not consumed), fully consumed segments go
-before those whose loss is unknown, and those before unconsumed ones; by largest timestamp
-within each. Without progress every segment's loss is unknown and the order is by age alone.
+Where consumer progress is known (``LossOf``: the records of a segment some protected group
+has not consumed), what loses nothing goes first, in steps 2 and 3 alike, by ``order_key``:
+fully consumed segments, then those whose loss is unknown, then unconsumed ones; by largest
+timestamp within each. Step 2 first takes each partition's prefix up to its first segment
+not known to lose nothing (one below the log start offset loses nothing: its records are gone
+for every reader already), then, only while still short of the target, the rest of those
+prefixes in that order. Without progress, step 2 goes partition by partition in the plan's
+order and step 3 by age alone. Each partition only ever loses a prefix: step 3 goes on where
+the partition's step-2 prefix ends, and takes nothing from a partition whose retention prefix
+step 2 did not take whole.
 
 With ``retentiond.guard.unconsumed: keep`` (``Guard``) the rescue keeps what a round keeps:
 a segment holding records an active group has not consumed is not taken, and its
@@ -25,7 +31,7 @@ the filesystem (as the rescue has freed it so far) is still above
 ``retentiond.kafka.diskWarningRatio``, the guard yields and such segments go in the order
 above (unconsumed last), the loss recorded; once the rescue has brought it to the warning
 ratio, no further unconsumed segment goes, and a target below it is reported as not reached
-with the segments the guard kept.
+with the number of partitions the guard kept (each counted once).
 
 What a step frees is counted as the space the files hold (``st_blocks``): the figure the
 filesystem's used bytes move by, so that a dry run says what a real run frees.
@@ -227,6 +233,33 @@ def _beyond_candidate(
     return order_key(ts, loss), decision
 
 
+def _retention_loss(p: PartitionPlan, d: Decision, loss_of: LossOf) -> int | None:
+    """What deleting ``d``, a segment of the configured retention, loses: nothing below the
+    log start offset (its records are gone for every reader already)."""
+    if d.reason not in GUARDED_REASONS:
+        return 0
+    assert d.start_offset is not None and d.end_offset is not None
+    part = p.partition
+    return loss_of(part.topic, part.partition, d.start_offset, d.end_offset)
+
+
+def _retention_key(p: PartitionPlan, i: int, loss: int | None) -> tuple[int, int]:
+    """``order_key`` of segment ``i`` of ``p``'s configured retention: its largest timestamp
+    as the plan read it (read now if the plan did not need it); one that cannot be read goes
+    last within its rank."""
+    seg = p.partition.segment(i)
+    got = seg.known_largest(False) or seg.known_largest(True)
+    if got is None:
+        try:
+            got = seg.largest_timestamp
+        except (OSError, fm.FormatError):
+            got = (_LAST, False)
+    return order_key(got[0], loss)
+
+
+_LAST = (1 << 63) - 1  # past every timestamp
+
+
 def _combined(p: PartitionPlan, decisions: Sequence[Decision]) -> PartitionPlan:
     """One prefix to carry out: the configured retention's and the rescue's together."""
     part = p.partition
@@ -246,6 +279,129 @@ def _combined(p: PartitionPlan, decisions: Sequence[Decision]) -> PartitionPlan:
         max(new_lso, p.log_start_offset),
         roll,
     )
+
+
+@dataclass
+class _Taking:
+    """What a rescue takes from one filesystem's log dirs, as it goes."""
+
+    group: Group
+    guard: Guard | None
+    # what must be freed before the disk is no longer above the warning ratio: the guard
+    # yields until then (never while the ratio cannot be measured)
+    room: int = 0
+    freed: int = 0
+    taken: dict[int, list[Decision]] = field(default_factory=dict)  # id(plan) → its prefix
+    plans: dict[int, tuple[str, PartitionPlan]] = field(default_factory=dict)
+    kept: set[int] = field(default_factory=set)  # partitions the guard stopped, once each
+
+    def enough(self) -> bool:
+        return self.freed >= self.group.needed
+
+    def kept_by_guard(self, p: PartitionPlan, d: Decision) -> bool:
+        """The guard keeps segment ``d`` of ``p``, and its partition's prefix stops there."""
+        assert d.start_offset is not None and d.end_offset is not None
+        guard, part = self.guard, p.partition
+        if (
+            guard is not None
+            and self.freed >= self.room
+            and guard.protects(part.topic, part.partition, d.start_offset, d.end_offset)
+        ):
+            self.kept.add(id(p))
+            return True
+        return False
+
+    def take(self, step: str, path: str, p: PartitionPlan, d: Decision) -> None:
+        assert d.start_offset is not None
+        alloc = segment_allocated(p.partition, d.start_offset)
+        self.group.items.append(Item(step, d, alloc))
+        self.taken.setdefault(id(p), []).append(d)
+        self.plans[id(p)] = (path, p)
+        self.freed += alloc
+
+    def retention(self, lds: Sequence[LogDirPlan], loss_of: LossOf | None) -> None:
+        """Step 2: the prefixes the partitions' plans hand over."""
+        for ld in lds:
+            for p in ld.partitions:
+                stop = p.stop
+                if self.guard is not None and stop is not None and stop.reason is Reason.UNCONSUMED:
+                    self.kept.add(id(p))  # the round's plan kept it already (keep_unconsumed)
+        if loss_of is None:  # no progress: partition by partition, in the plan's order
+            for ld in lds:
+                for p in ld.partitions:
+                    for d in p.deletions:
+                        if self.enough() or self._guarded(p, d):
+                            break
+                        self.take(STEP_RETENTION, ld.path, p, d)
+            return
+        # first what loses nothing: each prefix up to its first segment holding records a
+        # group has not consumed; then, only while still short, the rest in ``order_key``
+        # order (unconsumed last, oldest first), each partition only ever a prefix
+        rest: list[tuple[tuple[int, int], int, int, Decision]] = []
+        where: dict[int, tuple[str, PartitionPlan]] = {}
+        for ld in lds:
+            for p in ld.partitions:
+                for i, d in enumerate(p.deletions):
+                    if self.enough():
+                        return
+                    loss = _retention_loss(p, d, loss_of)
+                    if loss != 0:
+                        where[id(p)] = (ld.path, p)
+                        heapq.heappush(rest, (_retention_key(p, i, loss), id(p), i, d))
+                        break
+                    if self._guarded(p, d):
+                        break  # what the guard reads says otherwise: it keeps it
+                    self.take(STEP_RETENTION, ld.path, p, d)
+        while rest and not self.enough():
+            _key, pid, i, d = heapq.heappop(rest)
+            path, p = where[pid]
+            if self._guarded(p, d):
+                continue  # this partition's prefix stops here
+            self.take(STEP_RETENTION, path, p, d)
+            if i + 1 < len(p.deletions):
+                d = p.deletions[i + 1]
+                key = _retention_key(p, i + 1, _retention_loss(p, d, loss_of))
+                heapq.heappush(rest, (key, pid, i + 1, d))
+
+    def _guarded(self, p: PartitionPlan, d: Decision) -> bool:
+        return d.reason in GUARDED_REASONS and self.kept_by_guard(p, d)
+
+    def beyond(
+        self,
+        lds: Sequence[LogDirPlan],
+        request: RescueRequest,
+        server: KafkaServer,
+        config_for: Callable[[str], TopicConfig | None],
+        now_ms: int,
+        loss_of: LossOf | None,
+    ) -> None:
+        """Step 3: past the configured retention, in ``order_key`` order, one prefix per
+        partition, each going on where its taken prefix ends; none from a partition whose
+        retention prefix step 2 did not take whole."""
+        floor = server.rescue_min_retention_ms
+        heap: list[tuple[tuple[int, int], int, int, Decision]] = []
+        cursors: dict[int, tuple[str, PartitionPlan]] = {}
+        for ld in lds:
+            for p in ld.partitions:
+                if p.roll_offset is not None or not _eligible_beyond(p, server, config_for):
+                    continue
+                i = len(self.taken.get(id(p), ()))
+                if i < len(p.deletions):
+                    continue  # the guard stopped its prefix within the retention
+                got = _beyond_candidate(p, i, now_ms, floor, loss_of)
+                if got is not None:
+                    cursors[id(p)] = (ld.path, p)
+                    heapq.heappush(heap, (got[0], id(p), i, got[1]))
+        self.group.beyond_available = bool(heap)
+        while heap and request.beyond_retention and not self.enough():
+            _key, pid, i, d = heapq.heappop(heap)
+            path, p = cursors[pid]
+            if self.kept_by_guard(p, d):
+                continue  # this partition's prefix stops here
+            self.take(STEP_BEYOND, path, p, d)
+            got = _beyond_candidate(p, i + 1, now_ms, floor, loss_of)
+            if got is not None:
+                heapq.heappush(heap, (got[0], pid, i + 1, got[1]))
 
 
 def select(
@@ -273,28 +429,13 @@ def select(
         usage = measure_path(lds[0].path)
         group = Group([ld.path for ld in lds], usage, needed_bytes(usage, request))
         groups.append(group)
-        freed = 0
-        # what must be freed before the disk is no longer above the warning ratio: the
-        # guard yields until then (never while the ratio cannot be measured)
-        room = 0
+        t = _Taking(group, guard)
         if guard is not None and usage.ratio is not None:
-            room = needed_bytes(usage, RescueRequest(target_ratio=guard.warning_ratio))
-
-        def enough() -> bool:
-            return freed >= group.needed  # noqa: B023 (read at once)
-
-        def kept_by_guard(topic: str, partition: int, base: int, upper: int) -> bool:
-            """The guard keeps this segment (and stops its partition's prefix)."""
-            return (
-                guard is not None
-                and freed >= room  # noqa: B023 (read at once)
-                and guard.protects(topic, partition, base, upper)
-            )
-
+            t.room = needed_bytes(usage, RescueRequest(target_ratio=guard.warning_ratio))
         # 1. leftovers
         for ld in lds:
             for d in ld.leftovers:
-                if enough():
+                if t.enough():
                     break
                 if not d.delete:
                     continue
@@ -304,62 +445,15 @@ def select(
                     continue
                 group.items.append(Item(STEP_LEFTOVERS, d, alloc))
                 leftovers.setdefault(ld.path, []).append(d)
-                freed += alloc
-        # 2. the configured retention, partition by partition
-        taken: dict[int, list[Decision]] = {}
-        plans: dict[int, tuple[str, PartitionPlan]] = {}
-        for ld in lds:
-            for p in ld.partitions:
-                stop = p.stop
-                if guard is not None and stop is not None and stop.reason is Reason.UNCONSUMED:
-                    group.guard_kept += 1  # the round's plan kept it already (keep_unconsumed)
-                for d in p.deletions:
-                    if enough():
-                        break
-                    assert d.start_offset is not None and d.end_offset is not None
-                    if d.reason in GUARDED_REASONS and kept_by_guard(
-                        p.partition.topic, p.partition.partition, d.start_offset, d.end_offset
-                    ):
-                        group.guard_kept += 1
-                        break
-                    alloc = segment_allocated(p.partition, d.start_offset)
-                    group.items.append(Item(STEP_RETENTION, d, alloc))
-                    taken.setdefault(id(p), []).append(d)
-                    plans[id(p)] = (ld.path, p)
-                    freed += alloc
-        # 3. beyond the configured retention, oldest first, one prefix per partition
-        if not enough():
-            floor = server.rescue_min_retention_ms
-            heap: list[tuple[tuple[int, int], int, int, Decision]] = []
-            cursors: dict[int, tuple[str, PartitionPlan]] = {}
-            for ld in lds:
-                for p in ld.partitions:
-                    if p.roll_offset is not None or not _eligible_beyond(p, server, config_for):
-                        continue
-                    i = len(p.deletions)
-                    got = _beyond_candidate(p, i, now_ms, floor, loss_of)
-                    if got is not None:
-                        cursors[id(p)] = (ld.path, p)
-                        heapq.heappush(heap, (got[0], id(p), i, got[1]))
-            group.beyond_available = bool(heap)
-            while heap and request.beyond_retention and not enough():
-                _key, pid, i, d = heapq.heappop(heap)
-                path, p = cursors[pid]
-                assert d.start_offset is not None and d.end_offset is not None
-                part = p.partition
-                if kept_by_guard(part.topic, part.partition, d.start_offset, d.end_offset):
-                    group.guard_kept += 1
-                    continue  # this partition's prefix stops here
-                alloc = segment_allocated(p.partition, d.start_offset)
-                group.items.append(Item(STEP_BEYOND, d, alloc))
-                taken.setdefault(pid, []).append(d)
-                plans[pid] = (path, p)
-                freed += alloc
-                got = _beyond_candidate(p, i + 1, now_ms, floor, loss_of)
-                if got is not None:
-                    heapq.heappush(heap, (got[0], pid, i + 1, got[1]))
-        for pid, decisions in taken.items():
-            path, p = plans[pid]
+                t.freed += alloc
+        # 2. the configured retention
+        t.retention(lds, loss_of)
+        # 3. beyond it
+        if not t.enough():
+            t.beyond(lds, request, server, config_for, now_ms, loss_of)
+        group.guard_kept = len(t.kept)
+        for pid, decisions in t.taken.items():
+            path, p = t.plans[pid]
             partitions.setdefault(path, []).append(_combined(p, decisions))
     return Selection(groups, partitions, leftovers)
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from retentiond.config.settings import Settings
-from retentiond.engine.disk import PathUsage, measure_path
+from retentiond.engine.disk import PathUsage, measure_path, usage_record
 from retentiond.kinds.rocketmq.config import RocketMQStore
 
 
@@ -45,16 +45,5 @@ def round_fields(settings: Settings[RocketMQStore], usage: DiskUsage | None) -> 
     if usage is not None:
         paths = [("commitlog", u) for u in usage.commitlog]
         paths.append(("consumequeue", usage.consumequeue))
-        fields["disk"] = [
-            {
-                "role": role,
-                "path": u.path,
-                "ratio": u.ratio,
-                "total_bytes": u.total_bytes,
-                "used_bytes": u.used_bytes,
-                "avail_bytes": u.avail_bytes,
-                "error": u.error,
-            }
-            for role, u in paths
-        ]
+        fields["disk"] = [usage_record(role, u) for role, u in paths]
     return fields

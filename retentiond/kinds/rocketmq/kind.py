@@ -28,7 +28,6 @@ from retentiond.engine.holds import HeldFile
 from retentiond.engine.kind import BrokerMain, Cadence, RoundServices, StatusDoc
 from retentiond.engine.loss import (
     GroupRisk,
-    GroupState,
     Loss,
     Progress,
     add_risk,
@@ -65,6 +64,7 @@ from retentiond.kinds.rocketmq.reader import (
     read_timerlog_last_offset,
 )
 from retentiond.kinds.rocketmq.report import render_plan
+from retentiond.kinds.rocketmq.risk import add_group_risks, going
 from retentiond.kinds.rocketmq.scan import QueueLister, scan
 from retentiond.kinds.rocketmq.scancache import LoadedValues
 from retentiond.kinds.rocketmq.snapshot import Snapshot
@@ -77,6 +77,15 @@ from retentiond.text.units import zone_name
 BELOW = Reason.BELOW_COMMITLOG_MIN_OFFSET
 
 _HOUR_MS = 3_600_000
+RECOUNT_AHEAD_MS = 60_000  # the groups at risk in files that go later: recounted at most this often
+
+
+def _indicator_problem(settings: Settings[RocketMQStore], exc: Exception) -> tuple[str, str]:
+    """The problem line for an error met while counting the groups at risk."""
+    path = str(settings.store.store_path_commitlog[0])
+    return path, f"groups at risk not counted for the files that go later ({exc!r})"
+
+
 # The trigger fields that make a round's "state": idle rounds fold only while all agree.
 _IDLE_FLAGS = (
     "time_up",
@@ -121,6 +130,9 @@ class RocketMQ(RocketMQVoice):
         self.last_progress = Progress.UNKNOWN  # the consumer progress the last round read
         self.last_loss: tuple[Loss, ...] = ()  # what the last round's deletions lose
         self.last_risk: tuple[GroupRisk, ...] | None = None  # store_stats' group_risk
+        self.risk_acc: dict[str, list[int | None]] = {}  # the last round's, by group
+        # The later files' part of it: (what it was counted for, when, by group)
+        self._ahead: tuple[tuple[object, ...], int, dict[str, list[int | None]]] | None = None
         self.group_moves: dict[str, tuple[int, int]] = {}  # group -> (offsets digest, since ms)
         # The scan cache file (see scancache): loaded before the first scan, written after a
         # remembering round that had to list or read anything. None: not yet looked up.
@@ -218,7 +230,7 @@ class RocketMQ(RocketMQVoice):
         s = self.settings
         rnd.phase(Kind.COMMITLOG.value)
         cl = hold_commitlog(self._plan_commitlog(snapshot, rnd), rnd.hold)
-        cl, progress_problems = self._with_loss(cl, rnd.now_ms)
+        cl, progress_problems = self._with_loss(cl, rnd.now_ms, ahead=rnd.remembers)
         rnd.note_disk_ratio(cl.triggers.physic_ratio)
         gate = self.last_physical_min_offset
         if not rnd.executes and rnd.remembers:
@@ -300,10 +312,15 @@ class RocketMQ(RocketMQVoice):
         )
 
     def _with_loss(
-        self, cl: CommitLogPlan, now_ms: int
+        self, cl: CommitLogPlan, now_ms: int, *, ahead: bool = False
     ) -> tuple[CommitLogPlan, tuple[tuple[str, str], ...]]:
         """The plan with what each CommitLog deletion loses (``engine.loss``), read from the
-        consumer progress on disk this round, and the progress files' problems."""
+        consumer progress on disk this round, and the progress files' problems.
+
+        With ``ahead`` (a daemon's round) the files that go later are counted too, for the
+        leading indicator (``_group_risk``), apart from the deletions: what they read (or
+        fail to read) never changes a verdict nor a deletion's loss, which are ``plan``'s;
+        an error there is a problem line and leaves the indicator without the later files."""
         s = self.settings
         try:
             progress = read_progress(s.store.store_path_root_dir)
@@ -314,11 +331,23 @@ class RocketMQ(RocketMQVoice):
             )
         problems = list(progress.problems)
         self.last_progress = progress.progress
+        self.risk_acc = {}
         deletions = [
             (i, d) for i, d in enumerate(cl.decisions) if d.delete and d.start_offset is not None
         ]
-        if not deletions:
+        later: list[tuple[int, Decision, int]] = []
+        ahead_key: tuple[object, ...] = ()
+        if ahead and progress.progress not in (Progress.UNKNOWN, Progress.CORRUPT):
+            try:
+                later, ahead_key = self._later_files(cl, progress, now_ms, deletions)
+            except Exception as exc:  # the indicator only reports: never a failed round
+                problems.append(_indicator_problem(s, exc))
+                self._ahead = None
+        else:
+            self._ahead = None
+        if not deletions and not later:
             self.last_loss = ()
+            self._add_ahead()
             return cl, tuple(problems)
         policy = GroupPolicy(
             dict(progress.enabled) if progress.enabled is not None else None,
@@ -357,10 +386,103 @@ class RocketMQ(RocketMQVoice):
         self.last_loss = tuple(
             loss for (i, _), loss in zip(deletions, losses, strict=True) if decisions[i].delete
         )
+        # The indicator: what goes now, then the later files unless the guard stopped the
+        # pass this round (it would keep stopping there until the disk forces it).
+        going_now = [(decisions[i], now_ms) for i, _ in deletions if decisions[i].delete]
+        add_group_risks(self.risk_acc, going_now, self.last_loss, guard=None)
+        if later:
+            try:
+                ahead_acc = self._count_later(
+                    progress, later, policy, problems, kept=kept, guard=guarding
+                )
+            except Exception as exc:  # the indicator only reports: never a failed round
+                problems.append(_indicator_problem(s, exc))
+                self._ahead = None
+            else:
+                self._ahead = (ahead_key, now_ms, ahead_acc)
+        self._add_ahead()
         return (
             replace(cl, decisions=tuple(decisions), min_offset_after=first_kept_offset(decisions)),
             tuple(problems),
         )
+
+    def _later_files(
+        self,
+        cl: CommitLogPlan,
+        progress: ConsumerProgress,
+        now_ms: int,
+        deletions: list[tuple[int, Decision]],
+    ) -> tuple[list[tuple[int, Decision, int]], tuple[object, ...]]:
+        """The files that go later (``risk.going``) when they are to be counted this round,
+        and the key under which their count is kept; none while the last count still holds."""
+        s = self.settings
+        later = [(i, d, w) for i, d, w in going(cl, s, now_ms) if not d.delete]
+        # The later files are recounted at most once a minute while the same files would go
+        # now and later under the same triggers: a count reads a unit of every queue the
+        # groups read, too much for every round of a daemon on 10^5 queues.
+        t = cl.triggers
+        ahead_key = (
+            s.config_hash,
+            progress.progress,
+            t.fired,
+            t.usage_exceeds,
+            t.clean_at_once,
+            tuple(d.path for _, d in deletions),
+            tuple(d.path for _, d, _ in later),
+        )
+        if not later:
+            self._ahead = None
+        elif (
+            self._ahead is not None
+            and self._ahead[0] == ahead_key
+            and now_ms - self._ahead[1] < RECOUNT_AHEAD_MS
+        ):
+            later = []  # the count kept holds
+        return later, ahead_key
+
+    def _count_later(
+        self,
+        progress: ConsumerProgress,
+        later: list[tuple[int, Decision, int]],
+        policy: GroupPolicy,
+        problems: list[tuple[str, str]],
+        *,
+        kept: bool,
+        guard: bool,
+    ) -> dict[str, list[int | None]]:
+        """The groups at risk in the files that go later, counted on their own: a queue
+        unreadable only there makes their losses uncounted (the walk stops at the first,
+        as the guard would), never this round's deletions'. Problems already said this
+        round are not said twice."""
+        s = self.settings
+        acc: dict[str, list[int | None]] = {}
+        if kept:
+            return acc  # the guard stopped the pass this round: nothing goes after it
+        said = set(problems)
+
+        def problem(path: str, text: str) -> None:
+            if (path, text) not in said:
+                said.add((path, text))
+                problems.append((path, text))
+
+        losses = commitlog_losses(
+            progress,
+            s.store.consumequeue_dir,
+            s.store.mapped_file_size_consumequeue,
+            [(d.start_offset or 0, d.end_offset or 0) for _, d, _ in later],
+            policy=policy,
+            problem=problem,
+        )
+        keep = (s.daemon.guard_unconsumed == "keep", s.daemon.guard_timers == "keep")
+        add_group_risks(acc, [(d, w) for _, d, w in later], losses, guard=keep if guard else None)
+        return acc
+
+    def _add_ahead(self) -> None:
+        """The later files' part of the indicator (counted this round or within the last
+        minute for the same files) added to this round's."""
+        if self._ahead is not None:
+            for group, (messages, when) in self._ahead[2].items():
+                add_risk(self.risk_acc, group, messages or 0, when)
 
     def _stale_groups(self, progress: ConsumerProgress, now: int) -> frozenset[str]:
         """Groups whose offsets have not moved for ``guard.staleAfter`` as this object has
@@ -480,21 +602,16 @@ class RocketMQ(RocketMQVoice):
         self, plan: Plan, deleted: frozenset[str], previous: StoreStats | None
     ) -> StoreStats:
         stats = store_stats(plan, self.settings, deleted, previous)
-        self.last_risk = self._group_risk(plan.now_ms)
+        self.last_risk = self._group_risk()
         return replace(stats, group_risk=self.last_risk)
 
-    def _group_risk(self, now_ms: int) -> tuple[GroupRisk, ...] | None:
-        """The leading indicator from what this round's CommitLog deletions lose: each
-        active group's unread messages in them, going now. (Files that expire later are not
-        counted yet.)"""
+    def _group_risk(self) -> tuple[GroupRisk, ...] | None:
+        """The leading indicator: each active group's unread messages in the CommitLog files
+        the current configuration will delete, and when the first of them goes
+        (``kinds.rocketmq.risk``), as the last round counted them."""
         if self.last_progress in (Progress.UNKNOWN, Progress.CORRUPT):
             return None
-        acc: dict[str, list[int | None]] = {}
-        for loss in self.last_loss:
-            for g in loss.groups:
-                if g.state is GroupState.ACTIVE:
-                    add_risk(acc, g.group, g.messages, now_ms)
-        return top_risks(acc, self.settings.daemon.guard_top_groups)
+        return top_risks(self.risk_acc, self.settings.daemon.guard_top_groups)
 
     def disk_figures(self, settings: Settings[StoreSection], now_ms: int) -> DiskFigures:
         return disk_figures(rocketmq_of(settings), now_ms)

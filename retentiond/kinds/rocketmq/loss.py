@@ -27,31 +27,66 @@ from retentiond.kinds.rocketmq.progress import (
     TIMER_TOPIC,
     TRANS_GROUP,
     ConsumerProgress,
+    is_directory_name,
 )
 
 _INT_MAX = (1 << 31) - 1
 _PAST = -1  # a pre-blank filler unit: below every file
 _END = 1 << 63  # an unwritten unit: past every file
+_CHUNK = 64  # units taken by one read (1,280 bytes)
 
 
 class QueueUnits:
     """One ConsumeQueue's units read by logical index, with ``pread`` on demand."""
 
-    def __init__(self, directory: str, cq_file_size: int) -> None:
+    def __init__(self, directory: str, cq_file_size: int, *, listed: bool = True) -> None:
         self.directory = directory
         self.cq_file_size = cq_file_size
         self.per_file = cq_file_size // CQ_UNIT_SIZE
+        self._fds: dict[int, int] = {}
+        self._chunk: tuple[int, bytes] = (0, b"")  # the units last read, from this index
+        self.reads = 0
+        self.starts: list[int] = []
+        self.min_index = self.limit_index = 0
+        self.listed = False
+        self._end_index: int | None = None
+        if listed:
+            self.list()
+
+    def list(self) -> None:
+        """The queue's files, from its directory: its first and last unit."""
         names = []
-        for name in os.listdir(directory):
+        for name in os.listdir(self.directory):
             start = parse_offset_name(name)
-            if start is not None and start % cq_file_size == 0:
+            if start is not None and start % self.cq_file_size == 0:
                 names.append(start)
         names.sort()
         self.starts = names
-        self._fds: dict[int, int] = {}
-        self.reads = 0
+        self.listed = True
         self.min_index = names[0] // CQ_UNIT_SIZE if names else 0
-        self.end_index = self._end() if names else 0
+        # One past the last unit the last file can hold: every unit from the written end to
+        # here reads as unwritten, so a search needs no exact end.
+        self.limit_index = names[-1] // CQ_UNIT_SIZE + self.per_file if names else 0
+
+    @property
+    def end_index(self) -> int:
+        """One past the last written unit (searched on first use)."""
+        if self._end_index is None:
+            self._end_index = self._end() if self.starts else 0
+        return self._end_index
+
+    def search(self, phy: int, lo: int) -> int:
+        """The first index at or after ``lo`` whose unit is at or above ``phy``. Unlisted,
+        by galloping from ``lo`` (a file past the last one raises FileNotFoundError: the
+        caller lists the queue and searches again)."""
+        if self.listed:
+            return self.lower_bound(phy, lo, self.limit_index)
+        step, hi = 1, lo
+        while self.key(hi) < phy:
+            lo = hi + 1
+            hi += step
+            step *= 2
+        return self.lower_bound(phy, lo, hi)
 
     def close(self) -> None:
         for fd in self._fds.values():
@@ -65,17 +100,28 @@ class QueueUnits:
         self.close()
 
     def key(self, index: int) -> int:
-        """The unit's CommitLog offset, made monotonic: fillers low, unwritten units high."""
-        file_start = (index // self.per_file) * self.cq_file_size
-        fd = self._fds.get(file_start)
-        if fd is None:
-            fd = os.open(f"{self.directory}/{file_start:020d}", os.O_RDONLY | os.O_NOFOLLOW)
-            self._fds[file_start] = fd
-        self.reads += 1
-        data = os.pread(fd, CQ_UNIT_SIZE, (index % self.per_file) * CQ_UNIT_SIZE)
-        if len(data) < CQ_UNIT_SIZE:
-            return _END
-        phy, size, _tags = CQ_UNIT.unpack(data)
+        """The unit's CommitLog offset, made monotonic: fillers low, unwritten units high.
+
+        Each read takes up to ``_CHUNK`` units from ``index`` on (to the file's end): the
+        searches go upward from the first unit read, so a short queue or a frontier near
+        its end is served from that one read."""
+        first, data = self._chunk
+        at = (index - first) * CQ_UNIT_SIZE
+        if at < 0 or at + CQ_UNIT_SIZE > len(data):
+            file_start = (index // self.per_file) * self.cq_file_size
+            fd = self._fds.get(file_start)
+            if fd is None:
+                fd = os.open(f"{self.directory}/{file_start:020d}", os.O_RDONLY | os.O_NOFOLLOW)
+                self._fds[file_start] = fd
+            self.reads += 1
+            within = index % self.per_file
+            count = min(_CHUNK, self.per_file - within)
+            data = os.pread(fd, count * CQ_UNIT_SIZE, within * CQ_UNIT_SIZE)
+            self._chunk = (index, data)
+            at = 0
+            if len(data) < CQ_UNIT_SIZE:
+                return _END
+        phy, size, _tags = CQ_UNIT.unpack_from(data, at)
         if size == _INT_MAX and phy == 0:
             return _PAST
         if size <= 0 or phy < 0:
@@ -95,9 +141,11 @@ class QueueUnits:
                 lo = mid + 1
         return lo
 
-    def lower_bound(self, phy: int) -> int:
-        """The first index whose unit is at or above CommitLog offset ``phy``."""
-        lo, hi = self.min_index, self.end_index
+    def lower_bound(self, phy: int, lo: int | None = None, hi: int | None = None) -> int:
+        """The first index in ``[lo, hi)`` (default: the whole queue) whose unit is at or
+        above CommitLog offset ``phy``; ``hi`` when none is."""
+        lo = self.min_index if lo is None else lo
+        hi = self.end_index if hi is None else hi
         while lo < hi:
             mid = (lo + hi) // 2
             if self.key(mid) < phy:
@@ -133,12 +181,15 @@ class GroupPolicy:
 
 def _queue_dirs(cq_root: Path, topic: str) -> dict[int, str] | None:
     """The topic's queue directories by id; {} when it has none; None when its directory is
-    there but cannot be listed (its readers' loss cannot be counted)."""
+    there but cannot be listed (its readers' loss cannot be counted). A name that cannot be
+    a directory's has none: {} (``read_progress`` skips such entries and says so)."""
+    if not is_directory_name(topic):
+        return {}
     try:
         names = os.listdir(cq_root / topic)
     except (FileNotFoundError, NotADirectoryError):
         return {}
-    except OSError:
+    except (OSError, ValueError):
         return None
     out: dict[int, str] = {}
     for name in names:
@@ -178,22 +229,73 @@ def commitlog_losses(
             return {}
         return dirs
 
+    starts = [f[0] for f in files]
+
+    def frontiers(
+        q: QueueUnits, firsts: dict[object, int | None]
+    ) -> tuple[dict[int, int], dict[object, int]] | None:
+        """Each bound's first unit at or above it, and each reader's first needed index
+        (clamped to the queue's first unit); None when no reader has anything left. Without
+        a listing, the lowest reader's file is opened directly: it raises FileNotFoundError
+        when that reader is before the first file or past the last one."""
+        if not q.listed and any(f is None for f in firsts.values()):
+            q.list()
+        if q.listed:
+            if not q.starts:
+                return None
+            needs = {
+                who: q.min_index if first is None else max(first, q.min_index)
+                for who, first in firsts.items()
+            }
+            low = min(needs.values())
+            if low >= q.limit_index:
+                return None  # past the last file: nothing left to read
+        else:
+            needs = {who: first for who, first in firsts.items() if first is not None}
+            low = min(needs.values())
+            if low < 0:
+                raise FileNotFoundError(low)
+        low_phy = q.key(low)
+        if low_phy == _END:
+            return None  # every reader caught up (or past the end after a truncation)
+        idx: dict[int, int] = {}
+        lo = low + 1
+        for b in bounds:  # ascending: each search starts where the last ended
+            if b <= low_phy:
+                idx[b] = low  # at or below every reader's first unread unit
+            else:
+                lo = idx[b] = q.search(b, lo)
+        return idx, needs
+
     def count(
         directory: str, firsts: dict[object, int | None], add: Callable[[int, object, int], None]
     ) -> None:
         """For each reader (a group, a level...) with its first needed index (None: the
-        queue's minimum), add its unread units in each file."""
+        queue's minimum), add its unread units in each file.
+
+        Only the frontiers are searched: the unit at the lowest reader's index, then each
+        file boundary above it, by binary search between that index and the last file's
+        end. A queue all of whose readers are caught up costs one read."""
         try:
-            with QueueUnits(directory, cq_file_size) as q:
-                if q.end_index <= q.min_index:
+            with QueueUnits(directory, cq_file_size, listed=False) as q:
+                try:
+                    found = frontiers(q, firsts)
+                except FileNotFoundError:  # a reader outside the files: list them
+                    q.list()
+                    found = frontiers(q, firsts)
+                if found is None:
                     return
-                idx = {b: q.lower_bound(b) for b in bounds}
-                for who, first in firsts.items():
-                    need = q.min_index if first is None else max(first, q.min_index)
-                    if need >= q.end_index:
-                        continue  # caught up (or past the end after a truncation)
-                    for j, (start, end) in enumerate(files):
-                        got = idx[end] - max(idx[start], need)
+                idx, needs = found
+                top = idx[bounds[-1]]
+                ends = [idx[end] for _, end in files]
+                for who, need in needs.items():
+                    if need >= top:
+                        continue  # nothing unread below the last file's end
+                    for j in range(bisect.bisect_right(ends, need), n):
+                        first = idx[starts[j]]
+                        if first >= top:
+                            break
+                        got = ends[j] - max(first, need)
                         if got > 0:
                             add(j, who, got)
         except OSError as exc:
@@ -204,19 +306,20 @@ def commitlog_losses(
     for topic, by_group in progress.offsets.items():
         if topic in (HALF_TOPIC, OP_HALF_TOPIC):
             continue
+        readers: dict[int, dict[object, int | None]] = {}  # queue id -> group -> offset
+        for g, qs in sorted(by_group.items()):
+            for qid, offset in qs.items():
+                readers.setdefault(qid, {})[g] = offset
         dirs = queue_dirs(topic)
+
+        def add_group(j: int, who: object, got: int, topic: str = topic) -> None:
+            key = (str(who), topic)
+            groups[j][key] = groups[j].get(key, 0) + got
+
         for qid, directory in sorted(dirs.items()):
-            firsts: dict[object, int | None] = {
-                g: qs[qid] for g, qs in sorted(by_group.items()) if qid in qs
-            }
-            if not firsts:
-                continue
-
-            def add_group(j: int, who: object, got: int, topic: str = topic) -> None:
-                key = (str(who), topic)
-                groups[j][key] = groups[j].get(key, 0) + got
-
-            count(directory, firsts, add_group)
+            firsts = readers.get(qid)
+            if firsts:
+                count(directory, firsts, add_group)
 
     if progress.delay is not None:
         levels = progress.delay

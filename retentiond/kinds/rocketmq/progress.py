@@ -40,6 +40,14 @@ TIMER_TOPIC = "rmq_sys_wheel_timer"
 # A key position (after "{" or ","), a bare integer, then ":"; strings are matched first and
 # left alone, so a "{0:" inside a string value is never touched.
 _BARE_KEY = re.compile(r'"(?:[^"\\]|\\.)*"|([{,]\s*)(-?\d+)(\s*:)')
+# The same for the broker's own output (no blank around a key), without a Python call per
+# key: string literals split off, then a literal quote inserted after each "{" or "," that a
+# bare integer and ":" follow, and before each ":" a digit precedes (outside a string only a
+# bare key has that). A key written otherwise leaves the text unparsable: the exact way then.
+_STRING = re.compile(r'("(?:[^"\\]|\\.)*")')
+_OPEN_KEY = re.compile(r"\{(?=-?\d+:)")
+_NEXT_KEY = re.compile(r",(?=-?\d+:)")
+_KEY_COLON = re.compile(r"(?<=\d):")
 
 
 class FastjsonError(ValueError):
@@ -52,8 +60,20 @@ def _quote(m: re.Match[str]) -> str:
     return f'{m.group(1)}"{m.group(2)}"{m.group(3)}'
 
 
+def _fast_quote(text: str) -> str:
+    parts = _STRING.split(text)
+    parts[::2] = [
+        _KEY_COLON.sub('":', _NEXT_KEY.sub(',"', _OPEN_KEY.sub('{"', p))) for p in parts[::2]
+    ]
+    return "".join(parts)
+
+
 def parse_fastjson(text: str) -> object:
     """A fastjson 1.x document: JSON whose integer map keys may be bare (``{0:250}``)."""
+    try:
+        return json.loads(_fast_quote(text))
+    except (json.JSONDecodeError, RecursionError):
+        pass
     try:
         return json.loads(_BARE_KEY.sub(_quote, text))
     except (json.JSONDecodeError, RecursionError) as exc:
@@ -122,9 +142,21 @@ def read_config_file(path: Path) -> ConfigFile:
     )
 
 
+def is_directory_name(name: str) -> bool:
+    """Whether ``name`` can name one directory (a topic's under ``consumequeue/``, a retry
+    topic's after its group): not empty, not "." nor "..", no "/" and no NUL. A topic named
+    otherwise has no queues of its own; reading it would reach other directories or fail."""
+    return name not in ("", ".", "..") and "/" not in name and "\x00" not in name
+
+
 def _int_map(raw: object) -> dict[int, int] | None:
     if not isinstance(raw, dict):
         return None
+    if all(type(v) is int for v in raw.values()):  # the usual map: one pass, no checks per item
+        try:
+            return {int(k): v for k, v in raw.items()}
+        except ValueError:
+            return None
     out: dict[int, int] = {}
     for k, v in raw.items():
         try:
@@ -245,7 +277,7 @@ def read_progress(root: Path, timer_precision_ms: int = 1000) -> ConsumerProgres
             problems.append((str(source), "offsetTable is not an object: progress unknown"))
             state = Progress.CORRUPT
             table = {}
-        bad = 0
+        bad = unnamed = 0
         for key, value in table.items():
             parts = key.split("@")
             while parts and parts[-1] == "":
@@ -254,9 +286,20 @@ def read_progress(root: Path, timer_precision_ms: int = 1000) -> ConsumerProgres
             if len(parts) != 2 or queues is None:
                 bad += 1
                 continue
+            if not all(map(is_directory_name, parts)):
+                unnamed += 1
+                continue
             offsets.setdefault(parts[0], {})[parts[1]] = queues
         if bad:
             problems.append((str(source), f"{bad} entries not topic@group -> queue offsets"))
+        if unnamed:
+            problems.append(
+                (
+                    str(source),
+                    f"{unnamed} entries name a topic or group that cannot be a directory name:"
+                    " skipped",
+                )
+            )
     enabled: dict[str, bool] | None = None
     subs = read_config_file(config / SUBSCRIPTION_GROUP)
     if subs.doc is not None:

@@ -10,7 +10,8 @@ file already lost its CommitLog record.
 
 Every timerlog file is created at the configured ``mappedFileSizeTimerLog`` (the broker refuses
 to load one of another length), so the newest file's length is the size the others are read
-with; a file of another length is kept (``bad_size``) and stops the prefix.
+with (the one before it when the newest is caught at 0 bytes, before it is mapped); a file
+of another length is kept (``bad_size``) and stops the prefix.
 """
 
 from __future__ import annotations
@@ -30,7 +31,14 @@ def plan_timerlog(files: tuple[TimerLogFile, ...], directory: str, min_offset: i
     decisions: list[Decision] = []
     stopped = False
     last = len(files) - 1
+    # The newest file caught at 0 bytes (created empty, then mapped to its size; or left so
+    # by a crash, which the broker's load deletes) says nothing of the size: the newest
+    # file with bytes does.
     file_size = files[-1].identity.size if files else 0
+    whose = "the newest file's"
+    if file_size == 0 and len(files) > 1 and files[-2].identity.size > 0:
+        file_size = files[-2].identity.size
+        whose = "the newest non-empty file's"
     for i, f in enumerate(files):
         path = f"{directory}/{f.name}"
         start = int(f.name)
@@ -42,7 +50,7 @@ def plan_timerlog(files: tuple[TimerLogFile, ...], directory: str, min_offset: i
         if f.identity.size != file_size:
             decisions.append(
                 Decision(Kind.TIMERLOG, path, Verdict.KEEP, Reason.BAD_SIZE, f.identity, start,
-                         detail=f"size {f.identity.size} != {file_size} (the newest file's)")
+                         detail=f"size {f.identity.size} != {file_size} ({whose})")
             )  # fmt: skip
             continue
         got = read_timerlog_last_offset(path, file_size)

@@ -27,9 +27,12 @@ from retentiond.engine.disk import measure_path
 from retentiond.engine.rescue import RescueRequest
 from retentiond.journal.writer import Journal
 from retentiond.kinds import kind_for, load_settings
-from retentiond.kinds.kafka.rescue import needed_bytes
+from retentiond.kinds.kafka.kind import Kafka
+from retentiond.kinds.kafka.plan import KafkaPlan
+from retentiond.kinds.kafka.rescue import Guard, needed_bytes, select
 from tests.conftest import ORIGIN, Tmpfs, need, records, run_cli
 from tests.e2e.test_kafka_cli import broker_holding
+from tests.kinds.kafka.kafkalog import KafkaLog
 from tests.kinds.kafka.test_consumer_offsets import (
     EXPECTED,
     _log_dir,
@@ -107,7 +110,7 @@ def test_keep_stops_the_prefix_at_the_lagging_groups_records(tmp_path: Path) -> 
     assert "0  360 B     keep  unconsumed (loses 2 unread: G2@orders 2 (partial coverage))" in (
         text.out
     ), text.out
-    assert "... 5 more kept, 1.8 KiB behind 0 (unconsumed)" in text.out
+    assert "... 5 more kept behind 0 (unconsumed)" in text.out
     assert (
         "consumer progress partial: 1 of 3 __consumer_offsets partitions here (groups whose "
         "offsets are elsewhere are not known)\n  guard: retentiond.guard.unconsumed=keep "
@@ -300,6 +303,117 @@ def test_rescue_takes_unconsumed_segments_only_down_to_the_warning_ratio(
     assert freed >= room
     assert len(items) < 4 + 6  # orders-0's five candidates and orders-1's one: not all
     assert fs["guard_kept_partitions"] >= 1
+
+
+def _items(doc: dict[str, Any]) -> list[tuple[str, str]]:
+    """(step, path) of every item of a rescue's one filesystem, in the order taken."""
+    [fs] = doc["filesystems"]
+    return [(s["step"], i["path"]) for s in fs["steps"] for i in s["items"]]
+
+
+@pytest.mark.parametrize("guard", [KEEP, "retentiond.guard.unconsumed=report"])
+def test_the_configured_retention_takes_the_consumed_segments_first(
+    small_tmpfs: Tmpfs, tmp_path: Path, guard: str
+) -> None:
+    """Every segment past retention.ms, the disk just above diskWarningRatio (so the guard
+    yields) and the target the warning ratio: orders-1's fully consumed segments free
+    enough, so the configured retention takes them (oldest first) and none of orders-0's,
+    each of which holds records G2 has not read; under keep and report alike. The real run
+    deletes exactly what the dry run said, and loses nothing."""
+    log_dir, config = _log_dir(
+        small_tmpfs.path, None, guard, "retentiond.kafka.diskWarningRatio=0.5"
+    )
+    journal = tmp_path / "journal"  # off the small disk: its records take no room there
+    config.write_text(
+        config.read_text()
+        .replace("num.partitions=3", "num.partitions=1")
+        .replace(str(small_tmpfs.path / "journal"), str(journal))
+    )
+    small_tmpfs.fill_to(0.53)
+    usage = measure_path(str(log_dir))
+    assert usage.ratio is not None and usage.ratio > 0.5
+    assert needed_bytes(usage, RescueRequest(target_ratio=0.5)) > 0
+    args = ("rescue", "--config", str(config), "--target-ratio", "0.5", "--json")
+    dry = run_cli(*args, "--dry-run")
+    assert dry.code == 0, dry.out + dry.err
+    planned = _items(json.loads(dry.out))
+    consumed = [str(log_dir / "orders-1" / f"{b:020d}.log") for b in (0, 5, 10, 15)]
+    assert planned, dry.out
+    assert planned == [("configured retention", path) for path in consumed[: len(planned)]]
+
+    real = run_cli(*args)
+    assert real.code == 0, real.out + real.err
+    doc = json.loads(real.out)
+    assert _items(doc) == planned
+    [fs] = doc["filesystems"]
+    assert all(i["deleted"] for s in fs["steps"] for i in s["items"])
+    assert fs["freed_bytes"] == json.loads(dry.out)["filesystems"][0]["freed_bytes"]
+    journaled = _journaled(journal)
+    assert sorted(journaled) == [("orders", 1, b) for b in (0, 5, 10, 15)][: len(planned)]
+    assert all(loss == [] for loss in journaled.values())
+    for b in (0, 5, 10, 15, 20, 25):
+        assert (log_dir / "orders-0" / f"{b:020d}.log").exists()
+
+
+def _two_ages(tmp_path: Path) -> tuple[Path, Path]:
+    """``_log_dir`` with orders-0 and orders-1 rewritten: records 0..14 ten days old (past
+    retention.ms), 15..29 three days old (within it)."""
+    log_dir, config = _log_dir(tmp_path)
+    now = int(time.time() * 1000)
+    for p in (0, 1):
+        shutil.rmtree(log_dir / f"orders-{p}")
+        log = KafkaLog(log_dir, "orders", p, segment_bytes=5 * 72)
+        for i in range(30):
+            log.append_records(1, now - (10 if i < 15 else 3) * DAY + i)
+        log.write(hw=log.leo)
+    return log_dir, config
+
+
+@pytest.mark.parametrize("progress", ["known", "unknown"])
+def test_a_prefix_the_guard_stops_within_the_retention_takes_nothing_beyond(
+    tmp_path: Path, progress: str
+) -> None:
+    """The guard stops orders-0's retention prefix at segment 5 (what it reads says a group
+    has not consumed it) while the disk is at its warning ratio; the segments past the
+    retention that the beyond-retention step would take next, consumed, are not taken from
+    orders-0: every partition loses a prefix, and the guard's partition is counted once."""
+    _, config = _two_ages(tmp_path)
+    kind = kind_for(load_settings(config))
+    assert isinstance(kind, Kafka)
+    plan = Cleaner(kind).plan()
+    assert isinstance(plan, KafkaPlan)
+    unread = ("orders", 0, 5)
+
+    def protects(topic: str, partition: int, base: int, upper: int) -> bool:
+        return (topic, partition, base) == unread
+
+    def loss_of(topic: str, partition: int, base: int, upper: int) -> int:
+        return 1 if protects(topic, partition, base, upper) else 0
+
+    selection = select(
+        plan.log_dirs,
+        RescueRequest(free_bytes=1 << 60, beyond_retention=True),
+        kind.server,
+        kind.server.config_for,
+        plan.now_ms,
+        loss_of if progress == "known" else None,
+        Guard(protects, warning_ratio=1.0),  # the disk is not above it: the guard holds
+    )
+    [group] = selection.groups
+    assert group.guard_kept == 1
+    [path] = selection.partitions
+    taken = {(p.partition.topic, p.partition.partition): p for p in selection.partitions[path]}
+    for p in taken.values():
+        bases = [d.start_offset for d in p.deletions]
+        assert bases == list(p.partition.bases[: len(bases)])  # a prefix, no gap
+        assert p.new_log_start_offset == p.partition.bases[len(bases)]
+    assert [d.start_offset for d in taken[("orders", 0)].deletions] == [0]
+    assert [
+        (i.step, i.decision.start_offset)
+        for i in group.items
+        if (i.decision.topic, i.decision.queue_id) == ("orders", 0)
+    ] == [("configured retention", 0)]
+    assert [d.start_offset for d in taken[("orders", 1)].deletions][:4] == [0, 5, 10, 15]
 
 
 def test_a_running_brokers_log_dir_is_not_guarded(tmp_path: Path) -> None:

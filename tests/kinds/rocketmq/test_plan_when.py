@@ -20,7 +20,7 @@ import pytest
 
 from retentiond.reasons import Reason
 from retentiond.text.units import human_time
-from tests.conftest import expired_spec, make_store
+from tests.conftest import Tmpfs, expired_spec, make_store
 
 HOUR_MS = 3_600_000
 RESERVED_H = 72
@@ -124,3 +124,20 @@ def test_in_the_delete_hour_young_files_are_not_expired_and_deletions_are_upstre
             assert d.reason is Reason.BATCH_LIMIT, d
     assert any(d.reason is Reason.NOT_EXPIRED for d in kept)
     assert any(d.reason is Reason.BATCH_LIMIT for d in kept) == (batch == 3)  # 50: all go
+
+
+def test_a_file_dated_past_year_9999_says_so(tmpfs: Tmpfs, tmp_path: Path) -> None:
+    """A CommitLog file whose mtime is past any date (a tmpfs keeps one): the text plan
+    says it expires after the last date there is, and lists every file as ``--json`` does."""
+    spec = expired_spec(24, oldest_age_hours=100.0, newest_age_hours=40.0)
+    store = make_store(tmp_path, spec, store_dir=tmpfs.path / "store", fileReservedTime=RESERVED_H)
+    files = sorted((store.root / "commitlog").iterdir())
+    far = 4 * 10**20  # ns: about the year 14645
+    os.utime(files[3], ns=(far, far))
+    assert os.stat(files[3]).st_mtime_ns == far
+    result = plan_cli(store.config, "--all", tz="UTC")
+    assert result.returncode == 0, result.stderr
+    [row] = [line for line in result.stdout.splitlines() if line.startswith(str(files[3]))]
+    assert row.endswith("expires after 9999-12-31"), row
+    doc = json.loads(plan_cli(store.config, "--json", tz="UTC").stdout)
+    assert len(doc["commitlog"]["files"]) == len(files)

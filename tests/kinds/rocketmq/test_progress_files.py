@@ -68,6 +68,11 @@ def test_quoted_and_bare_keys_mix_as_fastjson_reads_them():
     }
 
 
+def test_blanks_around_a_bare_key_are_read_too():
+    """The broker writes none, but a hand-edited file may: the same reading, the slow way."""
+    assert parse_fastjson('{"T@G":{ 0 :5,\n 1: 6, -3 :7}}') == {"T@G": {"0": 5, "1": 6, "-3": 7}}
+
+
 @pytest.mark.parametrize("text", ["", "{", '{"offsetTable":{"T@G":{0:25', "{0:}"])
 def test_torn_text_is_an_error_not_a_guess(text):
     with pytest.raises(FastjsonError):
@@ -106,8 +111,29 @@ def test_read_progress_keys_groups_levels(tmp_path):
     write_text(config / "delayOffset.json", delay_offset_json({1: 3, 2: 5, 18: 0}))
     p = read_progress(tmp_path)
     assert p.progress is Progress.KNOWN
-    # "T@" splits into one part and is ignored, as Java's split does; "@G9" keeps topic ""
-    assert p.offsets == {"T": {"G1": {0: 3, 1: 4}}, "": {"G9": {0: 2}}}
+    # "T@" splits into one part and is ignored, as Java's split does; "@G9" splits into
+    # topic "" and G9, a topic that cannot be a directory: skipped, and said
+    assert p.offsets == {"T": {"G1": {0: 3, 1: 4}}}
     assert p.enabled == {"G1": True, "G2": False}
     assert p.delay == {1: 3, 2: 5, 18: 0}
     assert any("1 entries" in text for _, text in p.problems)
+
+
+@pytest.mark.parametrize("topic", ["bad\u0000topic", "a/b", "Orders/0", ".", "..", ""])
+def test_a_topic_that_cannot_be_a_directory_name_is_skipped_and_said(tmp_path, topic):
+    """A topic names a directory under consumequeue/: one with a NUL or a "/", "." or ".."
+    (or none) names none of the topic's own. The entry is skipped with a problem line; the
+    others are read as usual. Groups the same (a retry topic is named after its group)."""
+    config = tmp_path / "config"
+    table = {"T@G1": {0: 3}, f"{topic}@G2": {0: 0}, f"T@{topic or 'G3'}x/": {0: 1}}
+    if topic:
+        table[f"T@{topic}"] = {0: 0}
+    write_text(config / "consumerOffset.json", consumer_offset_json(table))
+    p = read_progress(tmp_path)
+    assert p.progress is Progress.KNOWN
+    assert p.offsets == {"T": {"G1": {0: 3}}}
+    bad = len(table) - 1
+    assert (
+        str(config / "consumerOffset.json"),
+        f"{bad} entries name a topic or group that cannot be a directory name: skipped",
+    ) in p.problems

@@ -177,6 +177,31 @@ def test_bad_data_and_another_size_stop_the_prefix(tmp_path: Path) -> None:
     assert [p.exists() for p in paths] == [False, True, True]
 
 
+def test_an_empty_newest_file_does_not_set_the_size(tmp_path: Path) -> None:
+    """The broker creates a timerlog file empty and then maps it to its full size; caught
+    in between (or left so by a crash) the newest file has 0 bytes. It stays, and the
+    others are read with the size of the newest file that has any: nothing is bad_size."""
+    store = make_store(tmp_path, expired_spec())
+    paths = write_timerlog(store.root, [full(0, 10), full(10, 20), b""])
+    doc = plan_json(store.config)
+    assert [r[:3] for r in rows(doc)] == [
+        (paths[0].name, "delete", "below_commitlog_min_offset"),
+        (paths[1].name, "delete", "below_commitlog_min_offset"),
+        (paths[2].name, "keep", "newest_file"),
+    ]
+    assert not any(p["path"].startswith(str(store.root / "timerlog")) for p in doc["problems"])
+
+    paths[1].write_bytes(full(10, 20)[:-52])  # another length than the files before it
+    doc = plan_json(store.config)
+    files = doc["timerlog"]["files"]
+    assert [r[:3] for r in rows(doc)] == [
+        (paths[0].name, "keep", "bad_size"),
+        (paths[1].name, "keep", "after_first_kept"),
+        (paths[2].name, "keep", "newest_file"),
+    ]
+    assert files[0]["detail"] == f"size {SIZE} != {SIZE - 52} (the newest non-empty file's)"
+
+
 def test_symlinks_and_foreign_names_are_never_touched(tmp_path: Path) -> None:
     store = make_store(tmp_path, expired_spec())
     d = store.root / "timerlog"
