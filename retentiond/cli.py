@@ -22,6 +22,7 @@ def main(argv: list[str] | None = None) -> int:
     entry = argv is None  # called as the process's entry point (console script, -m)
     if argv is None:
         argv = sys.argv[1:]
+        _return_large_blocks()
     parser = build_parser(argv)  # only the named command's group is imported
     args = parser.parse_args(argv)
     fmt = args.log_format
@@ -42,6 +43,26 @@ def main(argv: list[str] | None = None) -> int:
     if entry and getattr(args, "exit_without_teardown", None):
         _exit_now(code)
     return code
+
+
+# glibc's M_MMAP_THRESHOLD (mallopt's parameter number).
+_M_MMAP_THRESHOLD = -3
+_LARGE_BLOCK = 128 * 1024  # glibc's default threshold
+
+
+def _return_large_blocks() -> None:
+    """Keep blocks of 128 KiB and more in mappings of their own, given back to the system as
+    soon as they are freed. glibc otherwise raises that threshold to the size of the largest
+    such block freed so far, and serves the later ones from its heap, which keeps their pages
+    once freed: the tables of the 100k-entry dictionaries and the arrays of a large store's
+    scan, built and dropped as a daemon starts, then stay in its resident size (measured on
+    25,000 topics x 4 queues: 98 MB at the end of a restart's start-up scan instead of 95).
+    Nothing to do where the C library has no ``mallopt``."""
+    import contextlib
+    import ctypes
+
+    with contextlib.suppress(OSError, AttributeError):
+        ctypes.CDLL(None).mallopt(_M_MMAP_THRESHOLD, _LARGE_BLOCK)
 
 
 def _drop_stdout() -> None:

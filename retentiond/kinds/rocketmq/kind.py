@@ -122,7 +122,7 @@ class RocketMQ(RocketMQVoice):
         self.settings = settings
         self.reader = BinaryReader(settings.store.mapped_file_size_consumequeue)
         self.lister = QueueLister()  # directory listings carried between rounds
-        self.queue_memo: dict[str, QueueDecision] = {}  # earlier decisions (see plan_queues)
+        self.queue_memo: dict[bytes | str, QueueDecision] = {}  # earlier decisions (plan_queues)
         self.last_physical_min_offset = 0  # upstream CleanConsumeQueueService; 0 after a restart
         self.dry_run_min_offset = 0  # the same gate for dry-run rounds (never for real ones)
         self.last_dir_errors: dict[str, str] = {}  # the root, if the last scan could not use it
@@ -288,9 +288,10 @@ class RocketMQ(RocketMQVoice):
                     rnd.execute(tl_run)
             if qp.examined and rnd.remembers:
                 self._save_scan_cache()  # after the unlinks: the listings it saves are current
+            if qp.examined:
                 # The walk freed as much as it keeps (the cache file's arrays, the values it
                 # held, what the round built): hand the free heap back to the system, or a
-                # daemon's resident size carries it for good.
+                # daemon's resident size carries it for good (its start-up scan is a plan).
                 scancache.trim_heap()
         return Plan(
             now_ms=rnd.now_ms,

@@ -15,6 +15,7 @@ from typing import NamedTuple
 
 from retentiond.engine.decision import Decision
 from retentiond.engine.identity import FileIdentity
+from retentiond.kinds.rocketmq.snapshot import QueueRoot, queue_directory
 from retentiond.kinds.rocketmq.triggers import Triggers
 from retentiond.reasons import SCHEMA_VERSION, AnyReason, Kind, Reason, Verdict
 from retentiond.text.jsonstream import Rows, encode_decision, materialize
@@ -24,7 +25,9 @@ from retentiond.text.units import iso_time
 class _QueueFields(NamedTuple):
     topic: str
     queue_id: int
-    directory: str
+    # The queue directory's path, or the store's ``QueueRoot`` (the planner copies its
+    # listing's): read it as ``directory``.
+    location: str | QueueRoot
     names: tuple[str, ...]
     deleted: tuple[Decision, ...]
     # The first kept file when it was examined (never the newest), kept as its parts: the
@@ -77,7 +80,7 @@ class QueueDecision(_QueueFields):
         cls,
         topic: str,
         queue_id: int,
-        directory: str,
+        directory: str | QueueRoot,
         names: tuple[str, ...],
         deleted: tuple[Decision, ...],
         stop: Decision | None = None,
@@ -93,7 +96,7 @@ class QueueDecision(_QueueFields):
                 at < len(names)
                 and stop.kind is Kind.CONSUMEQUEUE
                 and stop.verdict is Verdict.KEEP
-                and stop.path == f"{directory}/{names[at]}"
+                and stop.path == f"{queue_directory(directory, topic, queue_id)}/{names[at]}"
                 and type(stop.start_offset) is int
                 and stop.start_offset == int(names[at])
                 and stop.topic == topic
@@ -110,7 +113,11 @@ class QueueDecision(_QueueFields):
 
     def with_stop(self, deleted: tuple[Decision, ...], stop: Decision | None) -> QueueDecision:
         """The same queue with other deletions and stop (holds shorten a run)."""
-        return QueueDecision(self.topic, self.queue_id, self.directory, self.names, deleted, stop)
+        return QueueDecision(self.topic, self.queue_id, self[2], self.names, deleted, stop)
+
+    @property
+    def directory(self) -> str:
+        return queue_directory(self[2], self[0], self[1])
 
     @property
     def stop_full(self) -> Decision | None:
@@ -176,11 +183,12 @@ class QueueDecision(_QueueFields):
             yield stop
             start += 1
         last = len(self.names) - 1
+        directory = self.directory
         for i in range(start, len(self.names)):
             reason = Reason.NEWEST_FILE if i == last else Reason.AFTER_FIRST_KEPT
             yield Decision(
                 Kind.CONSUMEQUEUE,
-                f"{self.directory}/{self.names[i]}",
+                f"{directory}/{self.names[i]}",
                 Verdict.KEEP,
                 reason,
                 start_offset=int(self.names[i]),

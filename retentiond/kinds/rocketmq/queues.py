@@ -37,7 +37,8 @@ class LoadedValues(Protocol):
     listings: list[QueueListing]
     va: array[int]  # per non-last file: inode, size, mtime_ns, ctime_ns, value or -1
     value_starts: array[int]  # per listing: where its values start in ``va``
-    devices: array[int]  # per listing: its directory's device (negative above 2**63)
+    # per listing: its directory's device (negative above 2**63); one int: all the same
+    devices: array[int] | int
 
     @property
     def index(self) -> dict[str, int]: ...
@@ -86,7 +87,8 @@ def plan_queue(
     on are looked at: the prefix that goes and the first one kept.
     """
     deleted: list[Decision] = []
-    directory, topic, queue_id = q.directory, q.topic, q.queue_id
+    topic, queue_id, location = q[0], q[1], q[2]
+    directory = q.directory
     n_known = len(known)
     for i, name in enumerate(q.names[:-1]):  # the newest file of a queue is never a candidate
         path = f"{directory}/{name}"
@@ -109,9 +111,9 @@ def plan_queue(
         parts: tuple[Reason | None, bytes | None, str | None, bytes] = (
             reason, packed, got.problem, q.key
         )  # fmt: skip
-        return new_tuple(QueueDecision, (topic, queue_id, directory, q.names, (*deleted,), *parts))
+        return new_tuple(QueueDecision, (topic, queue_id, location, q.names, (*deleted,), *parts))
     parts = (None, None, None, q.key)
-    return new_tuple(QueueDecision, (topic, queue_id, directory, q.names, (*deleted,), *parts))
+    return new_tuple(QueueDecision, (topic, queue_id, location, q.names, (*deleted,), *parts))
 
 
 def plan_queue_from_file(
@@ -188,10 +190,10 @@ def plan_queue_from_file(
                           -1 if value is None else value)  # fmt: skip
         elif cached:
             packed = pack(ino, dev, va[at - 4], va[at - 3], value)
-        fields: tuple[object, ...] = (q.topic, q.queue_id, directory, names, (*deleted,),
+        fields: tuple[object, ...] = (q.topic, q.queue_id, q[2], names, (*deleted,),
                                       reason, packed, problem, q.key)  # fmt: skip
         return new_tuple(QueueDecision, fields)
-    fields = (q.topic, q.queue_id, directory, names, (*deleted,), None, None, None, q.key)
+    fields = (q.topic, q.queue_id, q[2], names, (*deleted,), None, None, None, q.key)
     return new_tuple(QueueDecision, fields)
 
 
@@ -265,7 +267,7 @@ def plan_queues(
     min_offset: int,
     last_min_offset: int,
     reader: BinaryReader,
-    memo: dict[str, QueueDecision] | None = None,
+    memo: dict[bytes | str, QueueDecision] | None = None,
     loaded: LoadedValues | None = None,
 ) -> QueuesPlan:
     """Plan every queue and the index list, or nothing when the minimum has not moved.
@@ -293,7 +295,8 @@ def plan_queues(
     # Listings loaded from the scan cache file, their values still in its arrays
     # (scancache.LoadedValues; looked up inline: this runs for every queue after a start).
     loaded_list: list[QueueListing] = []
-    va = value_starts = devices = _NO_VALUES
+    va = value_starts = _NO_VALUES
+    devices: array[int] | int = _NO_VALUES
     n_loaded = cursor = 0  # the position in the file a walk in file order is at
     if loaded:
         loaded_list, va = loaded.listings, loaded.va
@@ -308,8 +311,10 @@ def plan_queues(
             if cursor < n_loaded and loaded_list[cursor] is q:
                 cursor += 1
             continue
-        directory = q.directory
-        hit = memo_get(directory) if memo_get is not None else None
+        # The memo is keyed as the lister's listings are: by the directory's key (its path
+        # when a listing has none), so a directory that changed has no earlier decision.
+        slot = q.key or q.directory
+        hit = memo_get(slot) if memo_get is not None else None
         decision = None
         if hit is not None:
             earlier = hit
@@ -342,22 +347,22 @@ def plan_queues(
                 reader,
                 va,
                 value_starts[i],
-                devices[i],
+                devices if type(devices) is int else devices[i],  # type: ignore[index]
             )
-        elif loaded_get is not None and (got := loaded_get(directory)) is not None:
+        elif loaded_get is not None and (got := loaded_get(q.directory)) is not None:
             # From the scan cache file: never trusted as it stands (one lstat per file used).
             decision = plan_queue(q, min_offset, reader, known_values(got[0], got[1], q))
         else:
             decision = plan_queue(q, min_offset, reader)
         if memo is not None and hit is not decision:
-            memo[directory] = decision  # (the common warm case writes nothing)
+            memo[slot] = decision  # (the common warm case writes nothing)
         append(decision)
         if decision.stop_reason is unreadable:
             stop = decision.stop
             assert stop is not None  # (an unreadable stop is a stop)
             problems.append(f"{stop.path}: {decision.stop_detail}")
     if memo is not None and len(memo) != len(examined):  # forget queues that are gone
-        keep = {d.directory for d in examined}
+        keep = {d.dir_key or d.directory for d in examined}
         for gone in [k for k in memo if k not in keep]:
             del memo[gone]
     return QueuesPlan(

@@ -27,6 +27,7 @@ from retentiond.kinds.rocketmq.snapshot import (
     ForeignWhy,
     IndexFile,
     QueueListing,
+    QueueRoot,
     Snapshot,
     StoreError,
     TimerLogFile,
@@ -214,15 +215,47 @@ ParentListing = tuple[bytes, tuple[object, ...], tuple[ForeignEntry, ...]]
 class Parents:
     """The parent listings the lister remembers (and the scan cache file carries): the one of
     ``consumequeue/`` (``root``, at ``root_path``) and those of its topic directories, keyed
-    by topic name (a store has as many topics as queues at worst: no path string each)."""
+    by topic name (a store has as many topics as queues at worst: no path string each).
 
-    __slots__ = ("root", "root_path", "topics")
+    A topic directory that holds the queue directories most topics hold (``usual``) and
+    nothing else is remembered by its key alone (``put``): no tuple per topic."""
+
+    __slots__ = ("root", "root_path", "topics", "usual")
 
     def __init__(self, root_path: str = "", root: ParentListing | None = None,
-                 topics: dict[str, ParentListing] | None = None) -> None:  # fmt: skip
+                 topics: dict[str, bytes | ParentListing] | None = None) -> None:  # fmt: skip
         self.root_path = root_path
         self.root = root
-        self.topics: dict[str, ParentListing] = topics if topics is not None else {}
+        self.topics: dict[str, bytes | ParentListing] = topics if topics is not None else {}
+        self.usual: tuple[object, ...] = ()  # (set by the first plain topic ``put``)
+
+    def put(self, topic: str, key: bytes, children: tuple[object, ...],
+            strangers: tuple[ForeignEntry, ...]) -> None:  # fmt: skip
+        """Remember a topic directory's listing."""
+        if not strangers:
+            if not self.usual:
+                self.usual = children
+            if children is self.usual or children == self.usual:
+                self.topics[topic] = key
+                return
+        self.topics[topic] = (key, children, strangers)
+
+    def listing(self, topic: str) -> ParentListing | None:
+        """A topic directory's remembered listing: (key, children, foreign entries)."""
+        got = self.topics.get(topic)
+        if type(got) is bytes:
+            return (got, self.usual, ())
+        return got  # type: ignore[return-value]
+
+    def plain(self) -> Iterator[tuple[str, bytes, tuple[object, ...]]]:
+        """(topic, key, children) of the topic directories remembered with nothing foreign
+        in them, in the order they were remembered."""
+        usual = self.usual
+        for topic, got in self.topics.items():
+            if type(got) is bytes:
+                yield topic, got, usual
+            elif not got[2]:
+                yield topic, got[0], got[1]  # type: ignore[misc]
 
     def __contains__(self, path: object) -> bool:
         """Whether the listing of the directory at ``path`` is remembered."""
@@ -250,12 +283,16 @@ class QueueLister:
     def __init__(self) -> None:
         # consumequeue/ and its topic directories (see Parents).
         self._parents = Parents()
-        # path -> the listing, carrying the directory key it was taken under and the foreign
-        # entries found (``names`` empty: a directory without queue files). The key packs the
-        # mtime, the change time (utime() can set an mtime back, never a ctime), the inode and
-        # the device into one bytes object (``DIR_KEY``): compact for 100k+ queues, and
-        # compared exactly. One object per queue directory: a daemon keeps them all.
-        self._queues: dict[str, QueueListing] = {}
+        # The directory key a listing was taken under -> the listing, with the foreign entries
+        # found (``names`` empty: a directory without queue files). The key packs the mtime,
+        # the change time (utime() can set an mtime back, never a ctime), the inode and the
+        # device into one bytes object (``DIR_KEY``): compact for 100k+ queues, and compared
+        # exactly. Keyed by it rather than by path, a daemon keeps no path string per queue
+        # directory (the listings hold the store's ``QueueRoot``); a directory that changed
+        # is found under its new key, and what no walk visits any more is dropped at the end
+        # of the walk. One object per queue directory: a daemon keeps them all.
+        self._queues: dict[bytes, QueueListing] = {}
+        self._root: QueueRoot | None = None
         # Names tuples (and topic children tuples) of the listings taken in this walk, to share
         # equal ones (emptied before and after each walk, so that it never holds names no
         # queue has any more).
@@ -332,13 +369,18 @@ class QueueLister:
         errors: list[StoreError] | None,
     ) -> Children:  # fmt: skip
         """A topic directory's queue directories, remembered while its identity holds."""
-        topics = self._parents.topics
+        parents = self._parents
+        topics = parents.topics
         key = PARENT_KEY.pack(st.st_mtime_ns, st.st_ctime_ns, st.st_ino)
         cached = topics.get(topic)
-        if cached is not None and cached[0] == key:
-            if cached[2]:
-                foreign.extend(cached[2])
-            return cached[1]  # type: ignore[return-value]
+        if cached is not None:
+            if type(cached) is bytes:
+                if cached == key:
+                    return parents.usual  # type: ignore[return-value]
+            elif cached[0] == key:
+                if cached[2]:
+                    foreign.extend(cached[2])  # type: ignore[arg-type]
+                return cached[1]  # type: ignore[return-value]
         listed = self._list_parent(path, "topic directory", True, errors)
         if listed is None:
             topics.pop(topic, None)
@@ -346,42 +388,42 @@ class QueueLister:
         children, strangers, listed_at = listed
         foreign.extend(strangers)
         if st.st_mtime_ns < listed_at - _RACY_NS:
-            topics[topic] = (key, children, strangers)
+            parents.put(topic, key, children, strangers)
         else:
             topics.pop(topic, None)
         return children  # type: ignore[return-value]
 
     def _list_queue(
         self, path: str, st: os.stat_result, key: bytes, topic: str, queue_id: int,
-        foreign: list[ForeignEntry], errors: list[StoreError] | None,
-    ) -> QueueListing | None:  # fmt: skip
+        root: QueueRoot, foreign: list[ForeignEntry], errors: list[StoreError] | None,
+    ) -> tuple[QueueListing | None, bool]:  # fmt: skip
+        """The listing to hand out (None: no queue files, or not listable) and whether it
+        was remembered (under ``key``)."""
         listed_at = time.time_ns()
         self.listed += 1
         self.queues_listed += 1
         try:
             names, strangers = _list_dir(path, foreign)
         except OSError as exc:
-            self._queues.pop(path, None)
             if exc.errno not in _GONE and errors is not None:
                 msg = f"cannot list the queue directory: {exc.strerror}"
                 errors.append(StoreError(path, msg))
-            return None
+            return None, False
         t = (*names,)
         t = self._names.setdefault(t, t)  # queues with the same file names share one tuple
-        listing = QueueListing(topic, queue_id, path, t, False, key) if names else None
+        listing = QueueListing(topic, queue_id, root, t, False, key) if names else None
         if st.st_mtime_ns < listed_at - _RACY_NS:
-            self._queues[path] = QueueListing(topic, queue_id, path, t, True, key, (*strangers,))
-        else:
-            self._queues.pop(path, None)
-        return listing
+            self._queues[key] = QueueListing(topic, queue_id, root, t, True, key, (*strangers,))
+            return listing, True
+        return listing, False
 
     def saved(self) -> None:
         """The scan cache file now holds every listing remembered."""
         self.queues_listed = 0
 
-    def queue_entries(self) -> ItemsView[str, QueueListing]:
-        """The remembered queue listings as (path, listing), for the scan cache file (a
-        listing with no names: a directory without queue files)."""
+    def queue_entries(self) -> ItemsView[bytes, QueueListing]:
+        """The remembered queue listings as (directory key, listing), for the scan cache
+        file (a listing with no names: a directory without queue files)."""
         return self._queues.items()
 
     def parent_entries(self) -> Parents:
@@ -393,7 +435,7 @@ class QueueLister:
         mtime, ctime and inode (a stale one could only leave a queue out: keep more)."""
         self._parents = entries
 
-    def preload(self, entries: Mapping[str, QueueListing]) -> None:
+    def preload(self, entries: Mapping[bytes, QueueListing]) -> None:
         """Listings from the cache file (``scancache``), used only while each directory keeps
         its identity. They are handed out as they are (``unchanged``): the first round after a
         start has no earlier decision for them, so ``plan_queues`` checks every file's
@@ -422,10 +464,17 @@ class QueueLister:
         """
         self.listed = 0
         self._names = {}
+        root = self._root
+        if root is None or root.path != consumequeue_dir:
+            if root is not None:
+                self._queues = {}  # another store's (never, but then nothing is shared)
+            self._root = root = QueueRoot(consumequeue_dir)
         queues = self._queues
         get = queues.get
         pack = DIR_KEY.pack
         stat = os.stat
+        visited: list[bytes] = []  # the keys of the listings remembered after this walk
+        remember = visited.append
         topics = self._root_children(consumequeue_dir, foreign, errors)
         forget = self._parents.topics.pop
         for topic in topics:
@@ -458,36 +507,45 @@ class QueueLister:
                     continue
                 children = self._topic_children(topic, topic_path, tst, foreign, errors)
                 for name, queue_id in children:
-                    path = f"{topic_path}/{name}"
                     if queue_id is None:
-                        foreign.append(ForeignEntry(path, ForeignWhy.NAME))
+                        foreign.append(ForeignEntry(f"{topic_path}/{name}", ForeignWhy.NAME))
                         continue
                     try:
                         if topic_fd is not None:
                             st = stat(name, dir_fd=topic_fd, follow_symlinks=False)
                         else:
-                            st = stat(path, follow_symlinks=False)
+                            st = stat(f"{topic_path}/{name}", follow_symlinks=False)
                     except OSError as exc:
-                        queues.pop(path, None)
                         if exc.errno not in _GONE and errors is not None:
                             msg = f"cannot stat the queue directory: {exc.strerror}"
-                            errors.append(StoreError(path, msg))
+                            errors.append(StoreError(f"{topic_path}/{name}", msg))
                         continue
                     key = pack(st.st_mtime_ns, st.st_ctime_ns, st.st_ino, st.st_dev)
-                    listing = get(path)
-                    if listing is not None and listing.key == key:
+                    listing = get(key)
+                    # (The key holds the inode and device: no other directory has it. The
+                    # names are checked anyway, as cheaply: the topic strings are shared.)
+                    if listing is not None and listing[1] == queue_id and listing[0] == topic:
+                        remember(listing.key)  # (not ``key``: an equal object, made just now)
                         if listing.strangers:
                             foreign.extend(listing.strangers)
                         if listing.names:
                             yield listing
                         continue
-                    listing = self._list_queue(path, st, key, topic, queue_id, foreign, errors)
+                    listing, kept = self._list_queue(
+                        f"{topic_path}/{name}", st, key, topic, queue_id, root, foreign, errors
+                    )
+                    if kept:
+                        remember(key)
                     if listing is not None:
                         yield listing
             finally:
                 if topic_fd is not None:
                     os.close(topic_fd)
         self._names = {}  # the listings share their tuples now: nothing more to keep
+        if len(queues) != len(visited):
+            # Directories gone, changed (remembered under their new key), unreadable or
+            # racy this walk: only what this walk saw is remembered.
+            self._queues = {key: queues[key] for key in visited}
 
 
 def iter_queues(

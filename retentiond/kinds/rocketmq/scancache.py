@@ -35,7 +35,7 @@ import os
 import struct
 import sys
 from array import array
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from itertools import accumulate, islice, repeat
 from operator import mul, sub
 from pathlib import Path
@@ -50,7 +50,7 @@ from retentiond.kinds.rocketmq.plan import QueueDecision
 from retentiond.kinds.rocketmq.queues import Values, decision_values
 from retentiond.kinds.rocketmq.reader import Known
 from retentiond.kinds.rocketmq.scan import DIR_KEY, PARENT_KEY, ParentListing, Parents, QueueLister
-from retentiond.kinds.rocketmq.snapshot import QueueListing
+from retentiond.kinds.rocketmq.snapshot import QueueListing, QueueRoot
 
 log = structlog.get_logger(__name__)
 
@@ -102,7 +102,7 @@ _SLICE = 8192  # queues per slice of an array written to the cache file
 
 def _values(
     entries: list[QueueListing],
-    memo: Mapping[str, QueueDecision],
+    memo: Mapping[bytes | str, QueueDecision],
     loaded: LoadedValues | None,
 ) -> array[int]:
     """The ``_V`` record of each non-last file of these queues: the value their decision
@@ -114,7 +114,7 @@ def _values(
     for listing in entries:
         qpath, names = listing.directory, listing.names
         dev = unpack(listing.key)[3]
-        hit = memo.get(qpath)
+        hit = memo.get(listing.key or qpath)
         got = (hit.names, decision_values(hit)) if hit is not None else loaded_get(qpath)
         known: Values = ()
         if got is not None and (got[0] is names or got[0] == names):
@@ -134,11 +134,26 @@ def _values(
     return va
 
 
+def _plain(lister: QueueLister) -> Iterator[QueueListing]:
+    """The listings the file carries, in the lister's order: only plain queue directories
+    (with queue files and nothing else) are worth carrying over."""
+    for _, listing in lister.queue_entries():
+        if listing.names and not listing.strangers:
+            yield listing
+
+
+def _dirname(listing: QueueListing) -> str:
+    """The queue directory's name (the lister's listings hold the store's QueueRoot: the
+    name is the decimal form of the queue id)."""
+    location = listing[2]
+    return os.path.basename(location) if type(location) is str else str(listing.queue_id)
+
+
 def save(
     path: Path,
     consumequeue_dir: str,
     lister: QueueLister,
-    memo: Mapping[str, QueueDecision],
+    memo: Mapping[bytes | str, QueueDecision],
     loaded: LoadedValues | None,
     cq_file_size: int,
 ) -> bool:
@@ -150,17 +165,14 @@ def save(
         return False
     # First what the header needs (which queues, how many names, the string table), then
     # the arrays written a slice of queues at a time: a daemon writes this file after rounds
-    # that listed anything, and whole arrays for 100k+ queues would be a peak of its memory.
+    # that listed anything, and whole arrays (or lists) for 100k+ queues would be a peak of
+    # its memory. The listings are walked once per array instead.
     strings: dict[str, int] = {}
-    entries: list[QueueListing] = []  # (a listing's ``directory`` is its path)
-    td = array("q")  # per queue written: its topic's and its directory name's string index
-    n_names = 0
-    for _, listing in lister.queue_entries():
-        if not listing.names or listing.strangers:
-            continue  # only plain queue directories are worth carrying over
-        entries.append(listing)
-        td.append(strings.setdefault(listing.topic, len(strings)))
-        td.append(strings.setdefault(os.path.basename(listing.directory), len(strings)))
+    n_q = n_names = 0
+    for listing in _plain(lister):
+        n_q += 1
+        strings.setdefault(listing.topic, len(strings))
+        strings.setdefault(_dirname(listing), len(strings))
         n_names += len(listing.names)
     parents = lister.parent_entries()
     root: ParentListing | None = None
@@ -171,19 +183,20 @@ def save(
             n_children += len(root[1])
             for name in root[1]:
                 strings.setdefault(str(name), len(strings))
-        for topic, plisting in parents.topics.items():
-            if not plisting[2]:
-                n_topics += 1
-                strings.setdefault(topic, len(strings))
-                n_children += len(plisting[1])
-                for pair in plisting[1]:
-                    strings.setdefault(pair[0], len(strings))  # type: ignore[index]
-    table = "/".join(strings).encode("utf-8", "surrogateescape")
+        for topic, _, children in parents.plain():
+            n_topics += 1
+            strings.setdefault(topic, len(strings))
+            n_children += len(children)
+            for pair in children:
+                strings.setdefault(pair[0], len(strings))  # type: ignore[index]
+    # The string table's length, without making it (written a slice at a time below).
+    n_table = max(0, len(strings) - 1) + sum(
+        len(x) if x.isascii() else len(x.encode("utf-8", "surrogateescape")) for x in strings
+    )
     cq = consumequeue_dir.encode("utf-8", "surrogateescape")
-    n_q = len(entries)
     head = MAGIC + _HEADER.pack(
         VERSION, sys.byteorder == "little", cq_file_size, _s64(st.st_dev), _s64(st.st_ino),
-        len(cq), len(table), n_q, n_names, n_names - n_q, (root is not None) + n_topics,
+        len(cq), n_table, n_q, n_names, n_names - n_q, (root is not None) + n_topics,
         n_children,
     )  # fmt: skip
     digest = hashlib.sha256()
@@ -196,23 +209,31 @@ def save(
                 digest.update(part)
                 f.write(part)
 
-            for part in (head, cq, table):
-                put(part)
-            for lo in range(0, n_q, _SLICE):
+            put(head)
+            put(cq)
+            names = iter(strings)
+            sep = b""
+            while words := list(islice(names, _SLICE)):
+                put(sep + "/".join(words).encode("utf-8", "surrogateescape"))
+                sep = b"/"
+            listings = _plain(lister)
+            while batch := list(islice(listings, _SLICE)):
                 qa = array("q")
-                for j in range(lo, min(n_q, lo + _SLICE)):
-                    listing = entries[j]
-                    qa.extend((td[2 * j], td[2 * j + 1], listing.queue_id, len(listing.names)))
+                for listing in batch:
+                    qa.extend((strings[listing.topic], strings[_dirname(listing)],
+                               listing.queue_id, len(listing.names)))  # fmt: skip
                     qa.frombytes(listing.key)  # the key's four 64-bit fields as they are
                 put(qa)
-            for lo in range(0, n_q, _SLICE):
+            listings = _plain(lister)
+            while batch := list(islice(listings, _SLICE)):
                 na = array("q")
-                for listing in entries[lo : lo + _SLICE]:
+                for listing in batch:
                     na.extend(map(int, listing.names))
                 put(na)
-            for lo in range(0, n_q, _SLICE):
-                put(_values(entries[lo : lo + _SLICE], memo, loaded))
-            del entries, td
+            listings = _plain(lister)
+            while batch := list(islice(listings, _SLICE)):
+                put(_values(batch, memo, loaded))
+            del batch
             unpack_parent = PARENT_KEY.unpack
             # The parents' records (consumequeue/ first), then their children's names.
             pa = array("q")
@@ -221,10 +242,10 @@ def save(
                 pa.extend((-1, p_mtime, p_ctime, _s64(p_ino), len(root[1])))
             put(pa)
             # (Those without strays, walked twice rather than listed: as many as queues at worst.)
-            plain = ((t, p) for t, p in parents.topics.items() if not p[2])
+            plain = parents.plain()
             while chunk := list(islice(plain, _SLICE)):
                 pa = array("q")
-                for topic, (key, children, _) in chunk:
+                for topic, key, children in chunk:
                     p_mtime, p_ctime, p_ino = unpack_parent(key)
                     pa.extend((strings[topic], p_mtime, p_ctime, _s64(p_ino), len(children)))
                 put(pa)
@@ -232,10 +253,10 @@ def save(
             if root is not None:
                 ca.extend(strings[str(name)] for name in root[1])
             put(ca)
-            plain = ((t, p) for t, p in parents.topics.items() if not p[2])
+            plain = parents.plain()
             while chunk := list(islice(plain, _SLICE)):
                 ca = array("q")
-                for _, (_, children, _) in chunk:
+                for _, _, children in chunk:
                     ca.extend(strings[pair[0]] for pair in children)  # type: ignore[index]
                 put(ca)
             f.write(digest.digest())
@@ -256,7 +277,7 @@ def _nothing_loaded(path: str) -> None:
 
 
 # The lister's queue listings and parent listings, and the values, by directory.
-Loaded = tuple[dict[str, QueueListing], "LoadedValues", Parents]
+Loaded = tuple[dict[bytes, QueueListing], "LoadedValues", Parents]
 
 
 def load(path: Path, consumequeue_dir: str, cq_file_size: int) -> Loaded | None:
@@ -305,24 +326,32 @@ class LoadedValues:
     each is freed before the next queue's are made.
     """
 
-    def __init__(self, listings: dict[str, QueueListing], qa: array[int], na: array[int],
-                 va: array[int], starts: array[int], names: _NameTable) -> None:  # fmt: skip
+    def __init__(self, listings: dict[bytes, QueueListing], qa: array[int], va: array[int],
+                 starts: array[int]) -> None:  # fmt: skip
         self._at: dict[str, int] | None = None  # path -> position, made when first asked
         # In file order, which is the order a walk of the unchanged directories visits them
         # in (``plan_queues`` looks a queue up by position first, by path only when that
         # misses: no 100k-entry dictionary to build and search on the common path).
         self.listings = list(listings.values())
-        # (The per-queue records themselves are not kept: their keys are in the listings.)
-        self._na, self._va, self._starts, self._names = na, va, starts, names
+        # (The per-queue records and file names themselves are not kept: their keys and
+        # names are in the listings, and they live as long as a daemon's start-up scan.)
+        self._va = va
         # For ``queues.plan_queues``, which checks the values of the very listings loaded
         # with them (so the same names, in order) straight from the array
         # (``plan_queue_from_file``); any other listing of a queue goes through ``get``.
         self.va = va
         # Per queue: the directory's device (as stored: negative above 2**63) and where its
         # values start in ``va`` (its names' start minus its index, times the record size).
-        self.devices = qa[7::_Q]
+        # (One integer when every queue directory is on one device, as they mostly are.)
+        devices = qa[7::_Q]
+        self.devices: array[int] | int = devices
+        if devices and devices.count(devices[0]) == len(devices):
+            self.devices = devices[0]
+        del devices
         n = len(starts) - 1
-        self.value_starts = array("q", map(mul, map(sub, starts[:-1], range(n)), repeat(_V, n)))
+        # (32-bit positions while they fit: half the size.)
+        code = "i" if n == 0 or (starts[-1] - n) * _V < 2**31 else "q"
+        self.value_starts = array(code, map(mul, map(sub, starts[:-1], range(n)), repeat(_V, n)))
         self._ints: dict[int, int] = {}  # one int object per distinct size and device
 
     def __len__(self) -> int:
@@ -341,16 +370,15 @@ class LoadedValues:
         if i is None:
             return None
         va, same = self._va, self._ints.setdefault
-        n = self._starts[i + 1] - self._starts[i]
-        dev = self.devices[i]
+        names = self.listings[i].names  # (the loaded listing's: its values' names)
+        devices = self.devices
+        dev = devices if type(devices) is int else devices[i]  # type: ignore[index]
         if dev < 0:
             dev += _U64
         dev = same(dev, dev)
-        ni = self._starts[i]
-        vi = ni - i
-        names = tuple(map(self._names.__getitem__, self._na[ni : ni + n]))
+        at = self.value_starts[i]
         vals: list[Known | None] = []
-        for j in range(vi * _V, (vi + n - 1) * _V, _V):
+        for j in range(at, at + (len(names) - 1) * _V, _V):
             v_ino, v_size, v_mtime, v_ctime, value = va[j : j + _V]
             if value < 0:
                 vals.append(None)
@@ -429,8 +457,8 @@ def _parse(f: BinaryIO, file_size: int, consumequeue_dir: str, cq_file_size: int
     for s in table:
         if s in {"", ".", ".."}:
             raise ValueError(f"bad name {s!r} in the string table")
-    queues: dict[str, QueueListing] = {}
-    prefix = f"{consumequeue_dir}/"
+    queues: dict[bytes, QueueListing] = {}  # by directory key, as the lister keeps them
+    root = QueueRoot(consumequeue_dir)
     # One string per distinct file name: queues are named by logical offsets, which repeat
     # from queue to queue (every queue starts at 0 and grows by one file size), so 100,000
     # queues share a handful of name strings instead of holding two or more each.
@@ -441,7 +469,9 @@ def _parse(f: BinaryIO, file_size: int, consumequeue_dir: str, cq_file_size: int
     dirnames: dict[int, int] = {}  # string index -> queue id, checked once per name
     # Checked for all queues at once before any is used: each queue has a file, the names
     # are the queues' and the values their non-last files'.
-    counts = qa[3::_Q]
+    # (Strided views of the arrays, not copies: a restarting daemon's peak is this load.)
+    qv = memoryview(qa)
+    counts = qv[3::_Q]
     if counts and min(counts) < 1:
         raise ValueError("a queue without files")
     if sum(counts) != len(na) or sum(counts) - n_q != n_v:
@@ -451,7 +481,8 @@ def _parse(f: BinaryIO, file_size: int, consumequeue_dir: str, cq_file_size: int
     # Where each queue's names start (and its values: that minus the queue's index).
     starts = array("q", accumulate(counts, initial=0))
     # Strided views: one C-level step per queue instead of slicing a record apart.
-    records = zip(qa[0::_Q], qa[1::_Q], qa[2::_Q], starts[:-1], starts[1:], strict=True)
+    sv = memoryview(starts)
+    records = zip(qv[0::_Q], qv[1::_Q], qv[2::_Q], sv[:-1], sv[1:], strict=True)
     keys = memoryview(qa).cast("B")  # each queue's key: the last 32 bytes of its record
     key_at = 32
     step = 8 * _Q
@@ -472,13 +503,13 @@ def _parse(f: BinaryIO, file_size: int, consumequeue_dir: str, cq_file_size: int
             names = share(names, names)  # queues with the same file names share one tuple
             last_offsets = offsets
         topic = table[t]
-        qpath = f"{prefix}{topic}/{table[d]}"
         # The first round re-checks every file it uses (see the module and plan_queues).
-        queues[qpath] = new_listing(QueueListing, (topic, queue_id, qpath, names, True, key, ()))
+        queues[key] = new_listing(QueueListing, (topic, queue_id, root, names, True, key, ()))
     keys.release()
-    values = LoadedValues(queues, qa, na, va, starts, names_by_offset)
+    if len(queues) != n_q:
+        raise ValueError("two queue entries with the same directory key")
+    values = LoadedValues(queues, qa, va, starts)
     parents = Parents(consumequeue_dir)
-    topics = parents.topics
     ids: dict[int, tuple[str, int | None]] = {}  # string index -> (name, queue id)
     shared_children: dict[tuple[object, ...], tuple[object, ...]] = {}
     share_children = shared_children.setdefault
@@ -508,7 +539,7 @@ def _parse(f: BinaryIO, file_size: int, consumequeue_dir: str, cq_file_size: int
         if which == -1:
             parents.root = (key, children, ())
         else:
-            topics[table[which]] = (key, children, ())
+            parents.put(table[which], key, children, ())
     if ci != len(ca):
         raise ValueError("more children than parent directories hold")
     return queues, values, parents

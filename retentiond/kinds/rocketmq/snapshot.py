@@ -40,21 +40,60 @@ class TimerLogFile:
     identity: FileIdentity
 
 
-class QueueListing(NamedTuple):
-    """One ConsumeQueue directory: its file names in offset order, nothing stat-ed yet."""
+class QueueRoot:
+    """The ``consumequeue/`` directory as the scan's listings and decisions hold it: one
+    object per store instead of a path string per queue directory (a store has 100k+ of
+    them). A queue's directory is ``<path>/<topic>/<queue id>`` (only a directory named by
+    the decimal form of its id is a queue: ``names.parse_queue_id``), made when asked."""
 
+    __slots__ = ("path",)
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+
+    def __repr__(self) -> str:
+        return f"QueueRoot({self.path!r})"
+
+    def __eq__(self, other: object) -> bool:
+        return type(other) is QueueRoot and other.path == self.path
+
+    def __hash__(self) -> int:
+        return hash(self.path)
+
+
+def queue_directory(location: str | QueueRoot, topic: str, queue_id: int) -> str:
+    """The directory of a queue whose record holds ``location`` (a path, or the root)."""
+    if type(location) is str:
+        return location
+    return f"{location.path}/{topic}/{queue_id}"  # type: ignore[union-attr]
+
+
+class _ListingFields(NamedTuple):
     topic: str
     queue_id: int
-    directory: str
+    # The queue directory's path, or (listings the scan makes) the store's ``QueueRoot``:
+    # read it as ``directory``.
+    location: str | QueueRoot
     names: tuple[str, ...]
     # The directory is unchanged since an earlier listing: no file in it was created, removed
     # or renamed, so values cached for its full files still describe them.
     unchanged: bool = False
     # What the lister (``scan.QueueLister``) remembers with it, so that one object per queue
-    # directory is all it keeps: the directory's identity when listed (``scan.DIR_KEY``) and
-    # what else the directory held (reported as foreign every round).
+    # directory is all it keeps: the directory's identity when listed (``scan.DIR_KEY``),
+    # which is also what the lister and the planner's memo key it by, and what else the
+    # directory held (reported as foreign every round).
     key: bytes = b""
     strangers: tuple[ForeignEntry, ...] = ()
+
+
+class QueueListing(_ListingFields):
+    """One ConsumeQueue directory: its file names in offset order, nothing stat-ed yet."""
+
+    __slots__ = ()
+
+    @property
+    def directory(self) -> str:
+        return queue_directory(self[2], self[0], self[1])
 
 
 class ForeignWhy(StrEnum):
