@@ -39,31 +39,45 @@ _BYTES = re.compile(r"partition (?P<size>\d+) bytes over retention\.bytes (?P<li
 
 def human_detail(detail: str | None, zone: str | None) -> str:
     """A segment's detail with its timestamps as dates in ``zone``, its ages as ``3d04h`` and
-    its sizes in KiB/MiB/GiB; a segment still within retention.ms says when it expires."""
+    its sizes in KiB/MiB/GiB; a segment still within retention.ms says when it expires.
+
+    Each pattern is tried only where the text holds its fixed words (a plan has a detail for
+    every row, and most hold one of the four forms, if any)."""
     if not detail:
         return ""
-
-    def age(m: re.Match[str]) -> str:
-        ts, ret = int(m["ts"]), int(m["ret"])
-        text = (
-            f"{m['src']} {human_time(ts, zone)}, age {human_age(int(m['age']))}, "
-            f"retention.ms {human_age(ret)}"
+    if ": age " in detail:
+        whole = _AGE_DETAIL.fullmatch(detail)  # the common case: the policy's own text
+        if whole is not None:
+            return _age(whole, zone)
+        detail = _AGE_DETAIL.sub(lambda m: _age(m, zone), detail)
+    if " is in the future" in detail:
+        detail = _FUTURE.sub(
+            lambda m: f"largest timestamp {human_time(int(m['ts']), zone)} is in the future",
+            detail,
         )
-        if int(m["age"]) <= ret:
-            text += f": expires {human_time(ts + ret + 1, zone)}"
-        return text
+    if "behind " in detail:
+        detail = _BEHIND.sub(_behind, detail)
+    if " bytes over retention.bytes " in detail:
+        detail = _BYTES.sub(_over_bytes, detail)
+    return detail
 
-    detail = _AGE_DETAIL.sub(age, detail)
-    detail = _FUTURE.sub(
-        lambda m: f"largest timestamp {human_time(int(m['ts']), zone)} is in the future", detail
-    )
-    detail = _BEHIND.sub(lambda m: f"behind offset {int(m['base'])}", detail)
-    return _BYTES.sub(
-        lambda m: (
-            f"partition {human_bytes(int(m['size']))} over retention.bytes "
-            f"{human_bytes(int(m['limit']))}"
-        ),
-        detail,
+
+def _age(m: re.Match[str], zone: str | None) -> str:
+    ts, ret, age = int(m["ts"]), int(m["ret"]), int(m["age"])
+    text = f"{m['src']} {human_time(ts, zone)}, age {human_age(age)}, retention.ms {human_age(ret)}"
+    if age <= ret:
+        text += f": expires {human_time(ts + ret + 1, zone)}"
+    return text
+
+
+def _behind(m: re.Match[str]) -> str:
+    return f"behind offset {int(m['base'])}"
+
+
+def _over_bytes(m: re.Match[str]) -> str:
+    return (
+        f"partition {human_bytes(int(m['size']))} over retention.bytes "
+        f"{human_bytes(int(m['limit']))}"
     )
 
 
@@ -119,8 +133,9 @@ def _rows(
     rows: list[tuple[str, ...]] = []
     for i, d in enumerate(decisions):
         detail = human_detail(d.detail, zone)
-        reason = f"{d.reason.value} ({detail})" if detail else d.reason.value
-        rows.append((str(d.start_offset), human_bytes(sizes[i]), d.verdict.value, reason))
+        # f"{member}" is the member's value (a StrEnum, or a kind's own str reason)
+        reason = f"{d.reason} ({detail})" if detail else f"{d.reason}"
+        rows.append((str(d.start_offset), human_bytes(sizes[i]), f"{d.verdict}", reason))
     return rows
 
 
