@@ -337,6 +337,8 @@ class _Taking:
         # first what loses nothing: each prefix up to its first segment holding records a
         # group has not consumed; then, only while still short, the rest in ``order_key``
         # order (unconsumed last, oldest first), each partition only ever a prefix
+        # (ties go in the scan's order, never by where the plans sit in memory: a dry run
+        # and the real run that follows it take the same segments)
         rest: list[tuple[tuple[int, int], int, int, Decision]] = []
         where: dict[int, tuple[str, PartitionPlan]] = {}
         for ld in lds:
@@ -346,22 +348,23 @@ class _Taking:
                         return
                     loss = _retention_loss(p, d, loss_of)
                     if loss != 0:
-                        where[id(p)] = (ld.path, p)
-                        heapq.heappush(rest, (_retention_key(p, i, loss), id(p), i, d))
+                        seq = len(where)
+                        where[seq] = (ld.path, p)
+                        heapq.heappush(rest, (_retention_key(p, i, loss), seq, i, d))
                         break
                     if self._guarded(p, d):
                         break  # what the guard reads says otherwise: it keeps it
                     self.take(STEP_RETENTION, ld.path, p, d)
         while rest and not self.enough():
-            _key, pid, i, d = heapq.heappop(rest)
-            path, p = where[pid]
+            _key, seq, i, d = heapq.heappop(rest)
+            path, p = where[seq]
             if self._guarded(p, d):
                 continue  # this partition's prefix stops here
             self.take(STEP_RETENTION, path, p, d)
             if i + 1 < len(p.deletions):
                 d = p.deletions[i + 1]
                 key = _retention_key(p, i + 1, _retention_loss(p, d, loss_of))
-                heapq.heappush(rest, (key, pid, i + 1, d))
+                heapq.heappush(rest, (key, seq, i + 1, d))
 
     def _guarded(self, p: PartitionPlan, d: Decision) -> bool:
         return d.reason in GUARDED_REASONS and self.kept_by_guard(p, d)
@@ -379,6 +382,7 @@ class _Taking:
         partition, each going on where its taken prefix ends; none from a partition whose
         retention prefix step 2 did not take whole."""
         floor = server.rescue_min_retention_ms
+        # ties go in the scan's order (log dir, then partition name), as in step 2
         heap: list[tuple[tuple[int, int], int, int, Decision]] = []
         cursors: dict[int, tuple[str, PartitionPlan]] = {}
         for ld in lds:
@@ -390,18 +394,19 @@ class _Taking:
                     continue  # the guard stopped its prefix within the retention
                 got = _beyond_candidate(p, i, now_ms, floor, loss_of)
                 if got is not None:
-                    cursors[id(p)] = (ld.path, p)
-                    heapq.heappush(heap, (got[0], id(p), i, got[1]))
+                    seq = len(cursors)
+                    cursors[seq] = (ld.path, p)
+                    heapq.heappush(heap, (got[0], seq, i, got[1]))
         self.group.beyond_available = bool(heap)
         while heap and request.beyond_retention and not self.enough():
-            _key, pid, i, d = heapq.heappop(heap)
-            path, p = cursors[pid]
+            _key, seq, i, d = heapq.heappop(heap)
+            path, p = cursors[seq]
             if self.kept_by_guard(p, d):
                 continue  # this partition's prefix stops here
             self.take(STEP_BEYOND, path, p, d)
             got = _beyond_candidate(p, i + 1, now_ms, floor, loss_of)
             if got is not None:
-                heapq.heappush(heap, (got[0], pid, i + 1, got[1]))
+                heapq.heappush(heap, (got[0], seq, i + 1, got[1]))
 
 
 def select(
