@@ -132,6 +132,13 @@ class Segment:
         return self._identity
 
     @property
+    def known_allocated(self) -> int | None:
+        """The space the ``.log`` holds (``st_blocks``) if something has already stat'ed it
+        (the read's ``fstat``, the size pass's ``lstat``); never any I/O."""
+        st = self._stat
+        return None if st is None else st.st_blocks * 512
+
+    @property
     def size(self) -> int:
         """FileRecords.sizeInBytes of a loaded segment: the ``.log`` length."""
         if self._identity is not None:
