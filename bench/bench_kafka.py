@@ -18,7 +18,11 @@ Issue 10's goal: planning takes at most 2x ``find`` over the same tree, measured
    /dev/null; the headline figure) and the plan in-process as ``retentiond plan`` does it:
    read ``server.properties``, scan the log dir and the metadata log, plan every partition
    and render the plan text; medians of ``--repeat`` runs;
-3. prints each figure (wall time, and the CPU time, user + system, of the two subprocesses:
+3. with ``--io-floor``: the I/O the plan cannot skip, alone, alternating with the CLI ``plan``
+   and the CLI ``rescue --free <available + what the log dir holds> --dry-run`` (a target
+   it cannot meet, exit 9: it takes the whole of the configured retention), each one's
+   ratio to that floor (issue 25's goal: within 2x, CPU and wall);
+4. prints each figure (wall time, and the CPU time, user + system, of the two subprocesses:
    on a shared machine the CPU ratio is the steadier one), the ratios, the machine and the
    load before and after.
 """
@@ -239,6 +243,46 @@ def time_cli(props: Path, checkout: Path = HERE) -> tuple[float, float]:
     return time.perf_counter() - t0, children_cpu() - c0
 
 
+def rescue_free_bytes(log_dir: Path) -> int:
+    """``rescue --free``'s figure: what the filesystem has available now plus everything the
+    log dir holds (its files' blocks). The target cannot be met (exit 9), so the rescue takes
+    the whole of what the configured retention frees, leftovers included, and looks past it
+    (what ``--beyond-retention`` could take), whatever else frees space on a shared disk
+    meanwhile."""
+    st = os.statvfs(log_dir)
+    held = sum(
+        os.lstat(os.path.join(d, n)).st_blocks * 512
+        for d, _, names in os.walk(log_dir)
+        for n in names
+    )
+    return st.f_bavail * st.f_frsize + held
+
+
+def time_rescue(props: Path, free: int, checkout: Path = HERE) -> tuple[float, float]:
+    """``retentiond rescue --config server.properties --free FREE --dry-run`` as an operator
+    runs it (output to /dev/null): (wall, CPU). Exit 9 (target not reached) is expected."""
+    c0, t0 = children_cpu(), time.perf_counter()
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "retentiond",
+            "rescue",
+            "--config",
+            str(props),
+            "--free",
+            str(free),
+            "--dry-run",
+        ],
+        stdout=subprocess.DEVNULL,
+        cwd=checkout,
+        env={**os.environ, "PYTHONPATH": str(checkout)},
+    )
+    if done.returncode not in (0, 9):
+        raise SystemExit(f"rescue --dry-run exited {done.returncode}")
+    return time.perf_counter() - t0, children_cpu() - c0
+
+
 def time_find(log_dir: Path) -> tuple[float, float]:
     c0, t0 = children_cpu(), time.perf_counter()
     subprocess.run(["find", str(log_dir)], stdout=subprocess.DEVNULL, check=True)
@@ -398,11 +442,16 @@ def main(argv: list[str] | None = None) -> int:
         r = statistics.median(rounds)
         print(f"Kafka.plan_round + render:    {_ms(rounds)}  = {r / f:.2f}x find")
     if args.io_floor:
-        floors = []
+        # the floor beside the CLI plan and the CLI rescue --dry-run, alternately
+        free = rescue_free_bytes(log_dir)
+        time_rescue(props, free)  # warm-up
+        floors, f_plans, f_rescues = [], [], []
         for _ in range(args.repeat):
             fw, fc = time_find(log_dir)
             w, cpu, what = io_floor(props, now_ms)
             floors.append((w, cpu, fw, fc))
+            f_plans.append(time_cli(props))
+            f_rescues.append(time_rescue(props, free))
         print(f"I/O floor ({what}):")
         print(f"  wall {_ms([x[0] for x in floors])}; CPU {_ms([x[1] for x in floors])}")
         print(
@@ -410,6 +459,19 @@ def main(argv: list[str] | None = None) -> int:
             f"{statistics.median(x[0] / x[2] for x in floors):.2f}x wall, "
             f"{statistics.median(x[1] / x[3] for x in floors):.2f}x CPU"
         )
+        fl_wall = statistics.median(x[0] for x in floors)
+        fl_cpu = statistics.median(x[1] for x in floors)
+        for label, runs in (
+            ("retentiond plan, CLI", f_plans),
+            (f"retentiond rescue --free {free} --dry-run, CLI", f_rescues),
+        ):
+            r_wall = statistics.median(w for w, _ in runs) / fl_wall
+            r_cpu = statistics.median(c for _, c in runs) / fl_cpu
+            print(f"{label}: {_ms([w for w, _ in runs])}; CPU {_ms([c for _, c in runs])}")
+            print(
+                f"  / I/O floor: {r_wall:.2f}x wall, {r_cpu:.2f}x CPU "
+                f"(goal <= 2x: {'met' if max(r_wall, r_cpu) <= 2 else 'NOT met'})"
+            )
     print(f"load after: {load()}")
     return 0
 

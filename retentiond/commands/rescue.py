@@ -48,6 +48,21 @@ def _size(text: str) -> int:
 
 
 def cmd_rescue(args: argparse.Namespace) -> int:
+    import gc
+
+    # One round, one report, then exit, as ``plan``: the round's objects (one per segment)
+    # live until the report is printed, and the cyclic collector's full passes over them,
+    # after the round (the plan's problems, the report), free nothing.
+    collecting = gc.isenabled()
+    gc.disable()
+    try:
+        return _rescue(args)
+    finally:
+        if collecting:  # main() called in-process (tests): leave the collector as it was
+            gc.enable()
+
+
+def _rescue(args: argparse.Namespace) -> int:
     from retentiond.engine.cleaner import Cleaner
     from retentiond.engine.rescue import RescueRequest, Rescues
     from retentiond.kinds import kind_for

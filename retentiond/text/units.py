@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from datetime import datetime
 from zoneinfo import ZoneInfo
 
@@ -42,8 +43,6 @@ def zone_name(configured: str | None) -> str:
     name = local_zone_name()
     if name:
         return name
-    import time
-
     return time.tzname[0] or "local"
 
 
@@ -58,7 +57,21 @@ def human_time(ms: int | None, configured: str | None) -> str:
     if ms is None:
         return "-"
     try:
-        return _in_zone(ms, configured).strftime("%Y-%m-%d %H:%M %Z")
+        if configured:
+            t = datetime.fromtimestamp(ms / 1000, ZoneInfo(configured))
+            if not 1000 <= t.year <= 9998:  # %Y unpadded before 1000; the end of the range
+                return t.strftime("%Y-%m-%d %H:%M %Z")
+            # strftime's text, built directly: a plan shows tens of thousands of times
+            zone = t.tzname() or ""
+            return f"{t.year}-{t.month:02d}-{t.day:02d} {t.hour:02d}:{t.minute:02d} {zone}"
+        # the C library's local time, as ``_in_zone`` has it, in one call
+        lt = time.localtime(ms / 1000)
+        if not 1000 <= lt.tm_year <= 9998:
+            return _in_zone(ms, configured).strftime("%Y-%m-%d %H:%M %Z")
+        return (
+            f"{lt.tm_year}-{lt.tm_mon:02d}-{lt.tm_mday:02d} {lt.tm_hour:02d}:{lt.tm_min:02d} "
+            f"{lt.tm_zone or ''}"
+        )
     except (ValueError, OverflowError, OSError):  # past what a date can carry (an mtime)
         return "after 9999-12-31" if ms > 0 else "before 0001-01-01"
 

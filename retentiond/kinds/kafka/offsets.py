@@ -288,11 +288,19 @@ class KafkaProgress:
         loss = self.loss(topic, partition, start, end)
         return loss.protects(unconsumed=True, timers=False) is not None
 
+    def uniform_loss(self) -> Loss | None:
+        """The loss of every segment where it does not depend on the segment (progress
+        unknown or corrupt: nothing is known of any group), else None."""
+        if self.progress in (Progress.UNKNOWN, Progress.CORRUPT):
+            return Loss(self.progress)
+        return None
+
     def loss(self, topic: str, partition: int, start: int, end: int) -> Loss:
         """What deleting the records ``[start, end)`` of a partition loses: per group, the
         records at or above its committed offset."""
-        if self.progress in (Progress.UNKNOWN, Progress.CORRUPT):
-            return Loss(self.progress)
+        same = self.uniform_loss()
+        if same is not None:
+            return same
         groups = []
         for group, committed in sorted(self.committed.get((topic, partition), {}).items()):
             n = end - max(start, committed)
@@ -337,6 +345,11 @@ def read_progress(
     )
 
 
+_LOSS = len(Decision._fields) - 1
+assert Decision._fields[_LOSS] == "loss"  # the last field: the others are copied before it
+_new_tuple = tuple.__new__
+
+
 def with_loss(plan: PartitionPlan, progress: KafkaProgress) -> PartitionPlan:
     """The partition's plan with the ``loss`` of each segment the passes handed over (a
     deletion, or in a plan-only dir one that would go), set before anything is carried out,
@@ -344,12 +357,16 @@ def with_loss(plan: PartitionPlan, progress: KafkaProgress) -> PartitionPlan:
     if not plan.prefix:
         return plan
     head = list(plan.head)
+    topic, part = plan.partition.topic, plan.partition.partition
+    same = progress.uniform_loss()  # one immutable value for every segment, or None
     for i in range(plan.prefix):
         d = head[i]
         if d.start_offset is None or d.end_offset is None:
             continue
-        topic, part = plan.partition.topic, plan.partition.partition
-        head[i] = d._replace(loss=progress.loss(topic, part, d.start_offset, d.end_offset))
+        loss = (
+            same if same is not None else progress.loss(topic, part, d.start_offset, d.end_offset)
+        )
+        head[i] = _new_tuple(Decision, (*d[:_LOSS], loss))  # d._replace(loss=loss)
     plan.head = tuple(head)
     plan.__dict__.pop("deletions", None)
     plan.__dict__.pop("decisions", None)

@@ -39,31 +39,45 @@ _BYTES = re.compile(r"partition (?P<size>\d+) bytes over retention\.bytes (?P<li
 
 def human_detail(detail: str | None, zone: str | None) -> str:
     """A segment's detail with its timestamps as dates in ``zone``, its ages as ``3d04h`` and
-    its sizes in KiB/MiB/GiB; a segment still within retention.ms says when it expires."""
+    its sizes in KiB/MiB/GiB; a segment still within retention.ms says when it expires.
+
+    Each pattern is tried only where the text holds its fixed words (a plan has a detail for
+    every row, and most hold one of the four forms, if any)."""
     if not detail:
         return ""
-
-    def age(m: re.Match[str]) -> str:
-        ts, ret = int(m["ts"]), int(m["ret"])
-        text = (
-            f"{m['src']} {human_time(ts, zone)}, age {human_age(int(m['age']))}, "
-            f"retention.ms {human_age(ret)}"
+    if ": age " in detail:
+        whole = _AGE_DETAIL.fullmatch(detail)  # the common case: the policy's own text
+        if whole is not None:
+            return _age(whole, zone)
+        detail = _AGE_DETAIL.sub(lambda m: _age(m, zone), detail)
+    if " is in the future" in detail:
+        detail = _FUTURE.sub(
+            lambda m: f"largest timestamp {human_time(int(m['ts']), zone)} is in the future",
+            detail,
         )
-        if int(m["age"]) <= ret:
-            text += f": expires {human_time(ts + ret + 1, zone)}"
-        return text
+    if "behind " in detail:
+        detail = _BEHIND.sub(_behind, detail)
+    if " bytes over retention.bytes " in detail:
+        detail = _BYTES.sub(_over_bytes, detail)
+    return detail
 
-    detail = _AGE_DETAIL.sub(age, detail)
-    detail = _FUTURE.sub(
-        lambda m: f"largest timestamp {human_time(int(m['ts']), zone)} is in the future", detail
-    )
-    detail = _BEHIND.sub(lambda m: f"behind offset {int(m['base'])}", detail)
-    return _BYTES.sub(
-        lambda m: (
-            f"partition {human_bytes(int(m['size']))} over retention.bytes "
-            f"{human_bytes(int(m['limit']))}"
-        ),
-        detail,
+
+def _age(m: re.Match[str], zone: str | None) -> str:
+    ts, ret, age = int(m["ts"]), int(m["ret"]), int(m["age"])
+    text = f"{m['src']} {human_time(ts, zone)}, age {human_age(age)}, retention.ms {human_age(ret)}"
+    if age <= ret:
+        text += f": expires {human_time(ts + ret + 1, zone)}"
+    return text
+
+
+def _behind(m: re.Match[str]) -> str:
+    return f"behind offset {int(m['base'])}"
+
+
+def _over_bytes(m: re.Match[str]) -> str:
+    return (
+        f"partition {human_bytes(int(m['size']))} over retention.bytes "
+        f"{human_bytes(int(m['limit']))}"
     )
 
 
@@ -86,13 +100,14 @@ class _Sum:
         self.partitions = self.segments = self.bytes = self.deletes = self.delete_bytes = 0
         self.every_size = every_size
 
-    def add(self, p: PartitionPlan, sizes: list[int | None]) -> None:
+    def add(self, segments: int, held: int, deletes: int, delete_bytes: int) -> None:
+        """One partition: its segments, the bytes of those listed (counted only with
+        ``every_size``), and its deletions with their bytes."""
         self.partitions += 1
-        self.segments += len(p.partition.bases)
-        if self.every_size:
-            self.bytes += sum(s for s in sizes if s is not None)
-        self.deletes += len(p.deletions)
-        self.delete_bytes += sum(d.identity.size for d in p.deletions if d.identity is not None)
+        self.segments += segments
+        self.bytes += held
+        self.deletes += deletes
+        self.delete_bytes += delete_bytes
 
     def text(self) -> str:
         held = f", {human_bytes(self.bytes)}" if self.every_size else ""
@@ -106,21 +121,30 @@ def _n(count: int, noun: str) -> str:
     return f"{count} {noun}" + ("" if count == 1 else "s")
 
 
-def _table(rows: list[tuple[str, ...]], indent: str) -> list[str]:
-    widths = [max(map(len, column)) for column in zip(_HEADER, *rows, strict=True)]
-    last = len(_HEADER) - 1
-    fmt = "  ".join(f"{{:{'<' if i == last else '>'}{w}}}" for i, w in enumerate(widths))
-    return [indent + fmt.format(*r).rstrip() for r in [_HEADER, *rows]]
+_HEADER_WIDTHS = tuple(map(len, _HEADER))
+
+
+def _table(rows: list[tuple[str, str, str, str]], indent: str) -> list[str]:
+    """The rows under ``_HEADER``: each column as wide as its widest cell, the first three
+    right-aligned, the last left-aligned (its padding, trailing, is stripped)."""
+    h0, h1, h2, _h3 = _HEADER_WIDTHS
+    w0 = max(h0, *[len(r[0]) for r in rows])
+    w1 = max(h1, *[len(r[1]) for r in rows])
+    w2 = max(h2, *[len(r[2]) for r in rows])
+    return [
+        f"{indent}{a:>{w0}}  {b:>{w1}}  {c:>{w2}}  {d}".rstrip() for a, b, c, d in [_HEADER, *rows]
+    ]
 
 
 def _rows(
     decisions: Iterable[Decision], sizes: list[int | None], zone: str | None
-) -> list[tuple[str, ...]]:
-    rows: list[tuple[str, ...]] = []
+) -> list[tuple[str, str, str, str]]:
+    rows: list[tuple[str, str, str, str]] = []
     for i, d in enumerate(decisions):
         detail = human_detail(d.detail, zone)
-        reason = f"{d.reason.value} ({detail})" if detail else d.reason.value
-        rows.append((str(d.start_offset), human_bytes(sizes[i]), d.verdict.value, reason))
+        # f"{member}" is the member's value (a StrEnum, or a kind's own str reason)
+        reason = f"{d.reason} ({detail})" if detail else f"{d.reason}"
+        rows.append((str(d.start_offset), human_bytes(sizes[i]), f"{d.verdict}", reason))
     return rows
 
 
@@ -130,12 +154,13 @@ def _partition(
     """The partition's lines (none for a transient directory with nothing to delete, unless
     every segment is asked for), the sizes of the segments it lists, and whether it was
     shown."""
-    if not all_queue_files and not p.deletions and p.partition.name.special:
+    part = p.partition
+    if not all_queue_files and not p.deletions and part.name.special:
         return [], False
     shown = p.decisions if all_queue_files else p.head
     sizes = [_size(p, i, d) for i, d in enumerate(shown)]
     out.append(
-        f"  {p.partition.name.name}: LSO {p.log_start_offset} HW {p.high_watermark}"
+        f"  {part.name.name}: LSO {p.log_start_offset} HW {p.high_watermark}"
         f" LEO {p.log_end_offset} -> LSO {p.new_log_start_offset}"
     )
     if shown:
@@ -145,14 +170,11 @@ def _partition(
             out.append(f"    segment {d.start_offset} {d.loss.summary()}")
     if p.behind and not all_queue_files:
         why = p.behind_reason
-        out.append(
-            f"    ... {p.behind} more kept "
-            + (
-                f"({why.value})"
-                if why is not None
-                else f"behind {p.head[-1].start_offset} ({p.head[-1].reason.value})"
-            )
-        )
+        if why is not None:
+            out.append(f"    ... {p.behind} more kept ({why})")
+        else:
+            last = p.head[-1]
+            out.append(f"    ... {p.behind} more kept behind {last.start_offset} ({last.reason})")
     return sizes, True
 
 
@@ -170,8 +192,15 @@ def _log_dir(plan: KafkaPlan, ld: LogDirPlan, all_queue_files: bool, out: list[s
         assert topic is not None
         sizes, listed = _partition(plan, p, all_queue_files, out)
         shown = shown or listed
-        topic.add(p, sizes)
-        whole.add(p, sizes)
+        deletions = p.deletions
+        counts = (
+            len(p.partition.bases),
+            sum([s for s in sizes if s is not None]) if all_queue_files else 0,
+            len(deletions),
+            sum([d.identity.size for d in deletions if d.identity is not None]),
+        )
+        topic.add(*counts)
+        whole.add(*counts)
         last = n + 1 == len(partitions) or partitions[n + 1].partition.topic != name
         if last and shown:
             out.append(f"  topic {name} total: {topic.text()}")

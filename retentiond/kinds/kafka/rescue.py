@@ -41,6 +41,7 @@ from __future__ import annotations
 
 import heapq
 import os
+from bisect import bisect_left
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
@@ -114,15 +115,31 @@ def target_met(usage: PathUsage, request: RescueRequest) -> bool:
     return usage.ratio is not None and usage.ratio <= request.target_ratio + 1e-9
 
 
+_ALLOCATED_SUFFIXES = (*fm.SEGMENT_SUFFIXES, fm.SNAPSHOT_SUFFIX)
+
+
 def segment_allocated(part: Partition, base: int) -> int:
-    """The space a segment's files hold: its ``.log``, indexes and producer snapshot."""
+    """The space a segment's files hold: its ``.log``, indexes and producer snapshot. The
+    ``.log``'s is taken from the stat the plan already has of it (the read's ``fstat``),
+    the others' from an ``lstat`` each."""
     prefix = fm.offset_prefix(base)
+    listing = part.listing
+    path = part.path
+    stem = f"{path}{prefix}" if path.endswith("/") else f"{path}/{prefix}"
+    known = None
+    i = bisect_left(part.bases, base)
+    if i < len(part.bases) and part.bases[i] == base:
+        seg = part.made[i]
+        if seg is not None:
+            known = seg.known_allocated
     total = 0
-    for suffix in (*fm.SEGMENT_SUFFIXES, fm.SNAPSHOT_SUFFIX):
-        name = prefix + suffix
-        if name in part.listing:
+    for suffix in _ALLOCATED_SUFFIXES:
+        if prefix + suffix in listing:
+            if known is not None and suffix == fm.LOG_SUFFIX:
+                total += known
+                continue
             try:
-                total += os.lstat(os.path.join(part.path, name)).st_blocks * 512
+                total += os.lstat(stem + suffix).st_blocks * 512
             except OSError:
                 continue
     return total
@@ -193,10 +210,11 @@ def _eligible_beyond(
 
 def _beyond_candidate(
     p: PartitionPlan, i: int, now_ms: int, floor_ms: int, loss_of: LossOf | None
-) -> tuple[tuple[int, int], Decision] | None:
-    """Segment ``i`` of ``p`` as a beyond-retention deletion, or None where the partition's
-    prefix must stop: the active segment, the high watermark, the floor, an unreadable or
-    future timestamp."""
+) -> tuple[tuple[int, int], int, int | None] | None:
+    """Segment ``i`` of ``p`` as a beyond-retention deletion: (its order key, its largest
+    timestamp, its loss), or None where the partition's prefix must stop: the active
+    segment, the high watermark, the floor, an unreadable or future timestamp. The
+    ``Decision`` is made (``_beyond_decision``) only for a segment the rescue comes to."""
     part = p.partition
     bases = part.bases
     if i >= len(bases) - 1:
@@ -207,30 +225,37 @@ def _beyond_candidate(
     seg = part.segment(i)
     try:
         ts = seg.largest_timestamp[0]
-        identity = seg.identity
+        _ = seg.identity  # a .log that cannot be stat'ed stops the prefix too
     except (OSError, fm.FormatError):
         return None
     if ts > now_ms or now_ms - ts <= floor_ms:
         return None
     loss = loss_of(part.topic, part.partition, bases[i], upper) if loss_of else None
+    return order_key(ts, loss), ts, loss
+
+
+def _beyond_decision(
+    p: PartitionPlan, i: int, ts: int, loss: int | None, now_ms: int, floor_ms: int
+) -> Decision:
+    part = p.partition
+    seg = part.segment(i)
     detail = (
         f"largest timestamp {ts}: age {human_age(now_ms - ts)}, beyond the configured "
         f"retention; floor {floor_ms} ms"
         + ("" if loss is None else f"; unconsumed records: {loss}")
     )
-    decision = Decision(
+    return Decision(
         Kind.KAFKA_SEGMENT,
         seg.log_path,
         Verdict.DELETE,
         Reason.RESCUE_BEYOND_RETENTION,
-        identity,
-        bases[i],
-        upper,
+        seg.identity,
+        part.bases[i],
+        part.bases[i + 1],
         part.topic,
         part.partition,
         detail,
     )
-    return order_key(ts, loss), decision
 
 
 def _retention_loss(p: PartitionPlan, d: Decision, loss_of: LossOf) -> int | None:
@@ -337,6 +362,8 @@ class _Taking:
         # first what loses nothing: each prefix up to its first segment holding records a
         # group has not consumed; then, only while still short, the rest in ``order_key``
         # order (unconsumed last, oldest first), each partition only ever a prefix
+        # (ties go in the scan's order, never by where the plans sit in memory: a dry run
+        # and the real run that follows it take the same segments)
         rest: list[tuple[tuple[int, int], int, int, Decision]] = []
         where: dict[int, tuple[str, PartitionPlan]] = {}
         for ld in lds:
@@ -346,22 +373,23 @@ class _Taking:
                         return
                     loss = _retention_loss(p, d, loss_of)
                     if loss != 0:
-                        where[id(p)] = (ld.path, p)
-                        heapq.heappush(rest, (_retention_key(p, i, loss), id(p), i, d))
+                        seq = len(where)
+                        where[seq] = (ld.path, p)
+                        heapq.heappush(rest, (_retention_key(p, i, loss), seq, i, d))
                         break
                     if self._guarded(p, d):
                         break  # what the guard reads says otherwise: it keeps it
                     self.take(STEP_RETENTION, ld.path, p, d)
         while rest and not self.enough():
-            _key, pid, i, d = heapq.heappop(rest)
-            path, p = where[pid]
+            _key, seq, i, d = heapq.heappop(rest)
+            path, p = where[seq]
             if self._guarded(p, d):
                 continue  # this partition's prefix stops here
             self.take(STEP_RETENTION, path, p, d)
             if i + 1 < len(p.deletions):
                 d = p.deletions[i + 1]
                 key = _retention_key(p, i + 1, _retention_loss(p, d, loss_of))
-                heapq.heappush(rest, (key, pid, i + 1, d))
+                heapq.heappush(rest, (key, seq, i + 1, d))
 
     def _guarded(self, p: PartitionPlan, d: Decision) -> bool:
         return d.reason in GUARDED_REASONS and self.kept_by_guard(p, d)
@@ -379,7 +407,8 @@ class _Taking:
         partition, each going on where its taken prefix ends; none from a partition whose
         retention prefix step 2 did not take whole."""
         floor = server.rescue_min_retention_ms
-        heap: list[tuple[tuple[int, int], int, int, Decision]] = []
+        # ties go in the scan's order (log dir, then partition name), as in step 2
+        heap: list[tuple[tuple[int, int], int, int, int, int | None]] = []
         cursors: dict[int, tuple[str, PartitionPlan]] = {}
         for ld in lds:
             for p in ld.partitions:
@@ -390,18 +419,20 @@ class _Taking:
                     continue  # the guard stopped its prefix within the retention
                 got = _beyond_candidate(p, i, now_ms, floor, loss_of)
                 if got is not None:
-                    cursors[id(p)] = (ld.path, p)
-                    heapq.heappush(heap, (got[0], id(p), i, got[1]))
+                    seq = len(cursors)
+                    cursors[seq] = (ld.path, p)
+                    heapq.heappush(heap, (got[0], seq, i, got[1], got[2]))
         self.group.beyond_available = bool(heap)
         while heap and request.beyond_retention and not self.enough():
-            _key, pid, i, d = heapq.heappop(heap)
-            path, p = cursors[pid]
+            _key, seq, i, ts, loss = heapq.heappop(heap)
+            path, p = cursors[seq]
+            d = _beyond_decision(p, i, ts, loss, now_ms, floor)
             if self.kept_by_guard(p, d):
                 continue  # this partition's prefix stops here
             self.take(STEP_BEYOND, path, p, d)
             got = _beyond_candidate(p, i + 1, now_ms, floor, loss_of)
             if got is not None:
-                heapq.heappush(heap, (got[0], pid, i + 1, got[1]))
+                heapq.heappush(heap, (got[0], seq, i + 1, got[1], got[2]))
 
 
 def select(

@@ -132,6 +132,13 @@ class Segment:
         return self._identity
 
     @property
+    def known_allocated(self) -> int | None:
+        """The space the ``.log`` holds (``st_blocks``) if something has already stat'ed it
+        (the read's ``fstat``, the size pass's ``lstat``); never any I/O."""
+        st = self._stat
+        return None if st is None else st.st_blocks * 512
+
+    @property
     def size(self) -> int:
         """FileRecords.sizeInBytes of a loaded segment: the ``.log`` length."""
         if self._identity is not None:
@@ -255,11 +262,16 @@ class Partition:
         prefixes: Sequence[str] | None = None,
         odd: Sequence[tuple[str, bool]] = (),
         strays: bool = False,  # ``stray_logs`` is not empty
+        joined: str | None = None,  # ``names`` joined with NUL, in their place
     ) -> None:
         self.path = path
         self.name = name
         self.bases = bases  # base offsets, ascending
-        self.names = names  # the regular files' names, as listed
+        # the regular files' names, as listed; kept as one string when the scan gives it
+        # (10,000 partitions of 80 files: a string per name is most of the scan's memory),
+        # split when first asked for (a deletion, a report of foreign files)
+        self._names: Sequence[str] | None = None if joined is not None else names
+        self._joined = joined
         self.odd = odd  # (name, is a symlink) of every entry that is no regular file
         self._strays = strays
         # the 20-digit file-name prefixes in the order of ``bases`` (built when not given)
@@ -268,6 +280,15 @@ class Partition:
 
     def __repr__(self) -> str:
         return f"Partition({self.path!r}, {len(self.bases)} segments)"
+
+    @property
+    def names(self) -> Sequence[str]:
+        """The regular files' names, as listed."""
+        names = self._names
+        if names is None:
+            joined = self._joined
+            names = self._names = joined.split("\0") if joined else []
+        return names
 
     @property
     def topic(self) -> str:
@@ -546,7 +567,9 @@ def _scan_partition(path: str, name: fm.PartitionDirName, log_dir_fd: int | None
     strays = ending_in_log != len(prefixes) or any(
         is_symlink and n.endswith(fm.LOG_SUFFIX) for n, is_symlink in odd
     )
-    return Partition(path, name, list(map(int, prefixes)), names, prefixes, odd, strays)
+    return Partition(
+        path, name, list(map(int, prefixes)), (), prefixes, odd, strays, "\0".join(names)
+    )
 
 
 _NAME = attrgetter("name")

@@ -5,9 +5,19 @@ df's (``engine.disk.ratio_from_counts``)."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+from pathlib import Path
+
+from retentiond.engine.cleaner import Cleaner
 from retentiond.engine.disk import PathUsage, ratio_from_counts
 from retentiond.engine.rescue import RescueRequest
+from retentiond.kinds import kind_for, load_settings
 from retentiond.kinds.kafka.rescue import needed_bytes, order_key
+from retentiond.storegen.kafka import (
+    KafkaStoreSpec,
+    generate_kafka_store,
+    write_server_properties,
+)
 from retentiond.text.units import parse_bytes
 
 
@@ -52,3 +62,28 @@ def test_sizes() -> None:
         except ValueError:
             continue
         raise AssertionError(bad)
+
+
+def test_equal_timestamps_go_in_scan_order(tmp_path: Path) -> None:
+    """Partitions whose segments have the same largest timestamps (here byte copies) are
+    taken in the order of the scan, the same in every run: a dry run says what the real run
+    that follows it takes, also where the target stops the rescue between two of them."""
+    spec = KafkaStoreSpec(topics={"orders": 6}, overrides={}, future_topic=None)
+    spec = replace(spec, distinct_partitions=1)
+    store = generate_kafka_store(tmp_path / "logs", spec)
+    props = write_server_properties(tmp_path / "server.properties", [store.log_dir])
+    orders = []
+    for _ in range(3):
+        kind = kind_for(load_settings(str(props)))
+        kind.begin_rescue(RescueRequest(free_bytes=1 << 60, beyond_retention=True))
+        Cleaner(kind, clock_ms=lambda: spec.now_ms, announce_proc_view=False).run_round(
+            dry_run=True
+        )
+        (fs,) = kind.rescue_report().document["filesystems"]  # type: ignore[attr-defined]
+        steps = {s["step"]: s["items"] for s in fs["steps"]}
+        orders.append([i["path"] for i in steps["beyond retention"]])
+    beyond = orders[0]
+    assert len(beyond) > 6 and orders == [beyond] * 3
+    # base offset first (each partition's prefix, the oldest first), then the scan's order
+    key = {p: (Path(p).name, Path(p).parent.name) for p in beyond}
+    assert beyond == sorted(beyond, key=lambda p: key[p])
