@@ -90,7 +90,12 @@ def _rescue(args: argparse.Namespace) -> int:
     kind.begin_rescue(request)
     cleaner = Cleaner(kind, journal=journal, announce_proc_view=False)
     try:
-        result = cleaner.run_round(dry_run=dry_run)
+        # a kind that can make a dry run on several processes (Kafka) runs the round itself
+        rescue_round = getattr(kind, "rescue_round", None)
+        if rescue_round is not None:
+            result = rescue_round(cleaner, dry_run=dry_run)
+        else:
+            result = cleaner.run_round(dry_run=dry_run)
     finally:
         if journal is not None:
             journal.close()

@@ -97,7 +97,14 @@ def _plan(args: argparse.Namespace) -> int:
     cleaner = Cleaner(kind_for(settings), announce_proc_view=False)
     with Progress("retentiond plan") as progress:
         progress.update("scanning and planning the store")
-        plan = cleaner.plan(manual=args.manual)
+        # a kind that can make the text on several processes (Kafka) plans and renders at once
+        plan_and_render = None if args.json else getattr(cleaner.kind, "plan_and_render", None)
+        if plan_and_render is not None:
+            plan, text = plan_and_render(
+                cleaner, manual=args.manual, all_queue_files=args.all, around_fork=progress.paused
+            )
+        else:
+            plan = cleaner.plan(manual=args.manual)
         progress.update("writing the plan")
         if sys.stdout.isatty():
             progress.close()  # the plan goes to the same terminal: no line drawn over it
@@ -111,7 +118,8 @@ def _plan(args: argparse.Namespace) -> int:
                 json.dump(plan.as_dict(), sys.stdout, indent=2)
             print()
         else:
-            text = cleaner.kind.render_plan(plan, all_queue_files=args.all)
+            if plan_and_render is None:
+                text = cleaner.kind.render_plan(plan, all_queue_files=args.all)
             progress.close()
             print(text)
     doubt = cleaner.proc_view_doubt()

@@ -16,8 +16,9 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Mapping, Sequence
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from retentiond.config.settings import Settings, StoreSection
 from retentiond.engine.decision import Decision
@@ -55,6 +56,9 @@ from retentiond.kinds.kafka.offsets import (
     read_progress,
     with_loss,
 )
+from retentiond.kinds.kafka.parallel import ChildRescue, RescueSplit, WholeStore
+from retentiond.kinds.kafka.parallel import plan_and_render as parallel_plan
+from retentiond.kinds.kafka.parallel import rescue_round as parallel_rescue
 from retentiond.kinds.kafka.plan import KafkaPlan, LogDirPlan
 from retentiond.kinds.kafka.policy import PartitionPlan, TopicConfig, keep_all, plan_partition
 from retentiond.kinds.kafka.report import render_plan
@@ -63,14 +67,18 @@ from retentiond.kinds.kafka.rescue import (
     LossOf,
     Selection,
     document,
+    half_of,
     report_lines,
     select,
 )
-from retentiond.kinds.kafka.scan import LogDirSnapshot, scan_log_dir
+from retentiond.kinds.kafka.scan import LogDirSnapshot, Partition, scan_log_dir
 from retentiond.kinds.kafka.storecheck import log_dir_problem
 from retentiond.kinds.kafka.voice import KafkaVoice
 from retentiond.reasons import KAFKA_DELETE_REASONS, KAFKA_DIR_REASONS, FileKind, Kind, Reason
 from retentiond.text.units import zone_name
+
+if TYPE_CHECKING:
+    from retentiond.engine.cleaner import Cleaner, RoundResult
 
 DISK_WARNING_RATIO = DEFAULT_DISK_WARNING_RATIO  # retentiond.kafka.diskWarningRatio's default
 DISK_STATES = ("ok", "warning_level")  # RocketMQ's over_max_ratio and clean_forcibly: never
@@ -87,6 +95,13 @@ def disk_state(ratios: Sequence[float | None], limit: float) -> str | None:
     if all(r is not None for r in ratios):
         return "ok"
     return None
+
+
+_PROGRESS_TOPICS = frozenset({OFFSETS_TOPIC})  # every process of a plan reads them
+
+
+def _path_of(p: Partition) -> str:
+    return p.path
 
 
 @dataclass(frozen=True)
@@ -145,6 +160,11 @@ class Kafka(KafkaVoice):
         # each log dir's filesystem as the last scan found it, before any deletion (as
         # RocketMQ's round judges its disk): the round record's ``disk``
         self.last_disk: tuple[PathUsage, ...] = ()
+        # a plan of part of the partitions (``parallel``): the partition dirs this process
+        # plans, and each log dir's .lock as probed once for all the processes
+        self.owned: Callable[[str, fm.PartitionDirName], bool] | None = None
+        self.lock_probes: Mapping[str, bool] | None = None
+        self.rescue_split: RescueSplit | None = None  # a dry-run rescue made of two halves
 
     def reconfigure(self, settings: Settings[StoreSection]) -> None:
         """A reload: new retention values from the next round on. The log dirs cannot
@@ -196,10 +216,14 @@ class Kafka(KafkaVoice):
                 errors.append(f"{d}: {why}")
                 continue
             try:
-                locked = self.locks[d].acquire()
-                if locked and not executes:
-                    self.locks[d].release()
-                dirs.append((scan_log_dir(d), locked))
+                probed = None if executes or self.lock_probes is None else self.lock_probes.get(d)
+                if probed is not None:
+                    locked = probed
+                else:
+                    locked = self.locks[d].acquire()
+                    if locked and not executes:
+                        self.locks[d].release()
+                dirs.append((scan_log_dir(d, self.owned, _PROGRESS_TOPICS), locked))
             except OSError as e:
                 self.last_dir_errors[d] = str(e)
                 errors.append(f"{d}: {e}")
@@ -335,7 +359,10 @@ class Kafka(KafkaVoice):
         ``retentiond.guard.staleAfter`` are ``stale`` (``_stale_groups``)."""
         found = []
         for ld, _locked in snapshot.log_dirs:
-            for p in ld.partitions:
+            parts = ld.partitions
+            if ld.extra:  # those another process plans, read here too, in the scan's order
+                parts = tuple(sorted((*parts, *ld.extra), key=_path_of))
+            for p in parts:
                 if p.topic != OFFSETS_TOPIC or p.name.special is not None or not len(p):
                     continue
                 lso = (ld.log_start_offsets or {}).get((p.topic, p.partition), 0)
@@ -447,6 +474,16 @@ class Kafka(KafkaVoice):
         doc = document(selection, request, dry_run=dry_run)
         return RescueReport(tuple(lines2), reached, (), doc)
 
+    def rescue_round(
+        self,
+        cleaner: Cleaner,
+        *,
+        dry_run: bool,
+    ) -> RoundResult:
+        """``rescue``'s round (after ``begin_rescue``): a dry run of a large store on two
+        processes where it can (``parallel.rescue_round``): the CLI only."""
+        return parallel_rescue(self, cleaner, dry_run=dry_run)
+
     def _rescue(
         self,
         request: RescueRequest,
@@ -479,6 +516,12 @@ class Kafka(KafkaVoice):
             and progress.readable
         ):
             guard = Guard(progress.protects, self.disk_warning_ratio)
+        split = self.rescue_split
+        if split is not None:
+            if loss_of is not None or guard is not None or request.beyond_retention or rnd.executes:
+                raise WholeStore("only a dry run taking by the plan's order is made of halves")
+            self._rescue_half(split, request, snapshot, planned, usable, config_for, rnd.now_ms)
+            return
         selection = select(usable, request, self.server, config_for, rnd.now_ms, loss_of, guard)
         if rnd.executes:
             snaps = {ld.path: ld for ld, _locked in snapshot.log_dirs}
@@ -497,6 +540,47 @@ class Kafka(KafkaVoice):
                     item.gone = item.decision.path in gone
                 g.after = measure_path(g.paths[0])
         self._rescue_state = (selection, request, not rnd.executes, [])
+
+    def _rescue_half(
+        self,
+        split: RescueSplit,
+        request: RescueRequest,
+        snapshot: KafkaSnapshot,
+        planned: list[LogDirPlan],
+        usable: list[LogDirPlan],
+        config_for: Callable[[str], TopicConfig | None],
+        now_ms: int,
+    ) -> None:
+        """A dry-run rescue of half the partitions (``parallel.rescue_round``). The child
+        hands its half over compactly; this process takes the child's after its own, in the
+        scan's order, or raises ``WholeStore`` when the two do not fit together."""
+        mine = {p.path: half_of(p, self.server, config_for, now_ms) for p in usable}
+        errors = [*snapshot.errors, *(e for p in planned for e in p.errors)]
+        if snapshot.metadata_error:
+            errors.append(snapshot.metadata_error)
+        if split.child:
+            split.result = ChildRescue(
+                errors,
+                sum(len(p.leftovers) for p in planned),
+                mine,
+                {p.path: [f for q in p.partitions for f in q.partition.foreign] for p in planned},
+            )
+            return
+        theirs = split.receive()
+        if (
+            theirs is None
+            or theirs.errors != errors
+            or theirs.leftovers
+            or set(theirs.halves) != set(mine)
+        ):
+            raise WholeStore("the child's half did not come or does not fit")
+        for p in planned:
+            p.add_foreign(theirs.foreign.get(p.path, ()))
+        known = {c[0]: c[-1] for h in mine.values() for segs in h.partitions for c in segs}
+        selection = select(
+            usable, request, self.server, config_for, now_ms, halves=theirs.halves, known=known
+        )
+        self._rescue_state = (selection, request, True, [])
 
     def _carry_out(
         self,
@@ -600,6 +684,20 @@ class Kafka(KafkaVoice):
         }
 
     # ---- for people and dashboards ------------------------------------------------------
+    def plan_and_render(
+        self,
+        cleaner: Cleaner,
+        *,
+        manual: bool = False,
+        all_queue_files: bool = False,
+        around_fork: Callable[[], AbstractContextManager[object]] = nullcontext,
+    ) -> tuple[KafkaPlan, str]:
+        """``plan``'s plan and its text, the store's partitions planned on two processes
+        when it is large (``parallel``): the CLI only, never the daemon."""
+        return parallel_plan(
+            self, cleaner, manual=manual, all_queue_files=all_queue_files, around_fork=around_fork
+        )
+
     def render_plan(self, plan: KafkaPlan, *, all_queue_files: bool = False) -> str:
         return render_plan(plan, all_queue_files=all_queue_files)
 

@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 
 from retentiond.engine.decision import Decision
@@ -43,6 +43,12 @@ class LogDirPlan:
     def foreign(self) -> tuple[tuple[str, str], ...]:
         got = self._foreign
         return got.foreign if isinstance(got, LogDirSnapshot) else got
+
+    def add_foreign(self, more: Iterable[tuple[str, str]]) -> None:
+        """What the dir's partitions another process planned hold that is no Kafka file."""
+        more = list(more)
+        if more:
+            self._foreign = tuple(sorted([*self.foreign, *more]))
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,211 @@
+"""``plan`` and ``rescue --dry-run`` on two processes (``kinds/kafka/parallel.py``): the text
+and the rescue report of a real log dir split between this process and a forked child are
+byte for byte those of one process, with a fixed clock; a child that fails, crashes or hands
+back something unusable costs only time (its half is done here), never a different result.
+The size threshold is lowered to a few partitions here (``min_partitions``)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import time
+from collections.abc import Callable
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from retentiond.engine.cleaner import Cleaner
+from retentiond.engine.rescue import RescueRequest
+from retentiond.kinds import kind_for, load_settings
+from retentiond.kinds.kafka import parallel
+from retentiond.kinds.kafka.kind import Kafka
+from retentiond.kinds.kafka.plan import KafkaPlan
+from retentiond.storegen.kafka import (
+    KafkaStoreSpec,
+    generate_kafka_store,
+    write_server_properties,
+)
+from tests.conftest import Tmpfs
+
+DELETE_DIR = "gone-0.0123456789abcdef0123456789abcdef-delete"
+
+
+@pytest.fixture
+def store(tmpfs: Tmpfs) -> tuple[Path, int]:
+    """Five topics, 17 partitions (one with a record in the future), a ``-delete`` dir past
+    its delay in the middle of the scan's order and files that are no Kafka file on both
+    sides of it; on a tmpfs of its own, so that what the rescue needs stays put. The
+    clock is two minutes ahead: the ``-delete`` dir, renamed now, is past its delay."""
+    spec = KafkaStoreSpec(
+        topics={"orders": 6, "clicks": 3, "audit-log": 2, "events": 5, "metrics": 1},
+        now_ms=time.time_ns() // 1_000_000 + 120_000,
+        records_per_partition=120,
+        value_bytes=100,
+        segment_bytes=4096,
+    )
+    log_dir = generate_kafka_store(tmpfs.path / "logs", spec).log_dir
+    shutil.copytree(log_dir / "clicks-0", log_dir / DELETE_DIR)
+    (log_dir / "audit-log-1" / "notes.txt").write_text("not Kafka's")
+    (log_dir / "orders-4" / "00000000000000000000.log.bak").write_text("not Kafka's")
+    props = write_server_properties(tmpfs.path / "server.properties", [log_dir])
+    return props, spec.now_ms
+
+
+def _kind(props: Path) -> Kafka:
+    kind = kind_for(load_settings(str(props)))
+    assert isinstance(kind, Kafka)
+    return kind
+
+
+def _plan(
+    props: Path, now: int, every: bool, split: bool, child_hook: Callable[[int], None] | None = None
+) -> str:
+    kind = _kind(props)
+    cleaner = Cleaner(kind, clock_ms=lambda: now, announce_proc_view=False)
+    if not split:
+        plan = cleaner.plan()
+        assert isinstance(plan, KafkaPlan)
+        return kind.render_plan(plan, all_queue_files=every)
+    _whole, text = parallel.plan_and_render(
+        kind, cleaner, all_queue_files=every, min_partitions=2, child_hook=child_hook
+    )
+    assert kind.owned is None and kind.lock_probes is None
+    return text
+
+
+def _marker(path: Path) -> Callable[[int], None]:
+    """A child hook that leaves a file behind: the child ran."""
+
+    def hook(_fd: int) -> None:
+        path.write_text("forked")
+
+    return hook
+
+
+@pytest.mark.parametrize("every", [False, True])
+def test_plan_text_of_two_processes_is_that_of_one(
+    store: tuple[Path, int], tmp_path: Path, every: bool
+) -> None:
+    props, now = store
+    one = _plan(props, now, every, split=False)
+    marker = tmp_path / "child-ran"
+    two = _plan(props, now, every, split=True, child_hook=_marker(marker))
+    assert marker.read_text() == "forked"
+    assert parallel.last_way == "two processes"
+    assert two == one
+    assert "topic orders total:" in one and DELETE_DIR in one
+
+
+def _crash(_fd: int) -> None:
+    os.kill(os.getpid(), signal.SIGKILL)
+
+
+def _raise(_fd: int) -> None:
+    raise RuntimeError("the child failed")
+
+
+def _junk(fd: int) -> None:
+    os.write(fd, b'{"header": ["kafka"], "every_size": false, "dirs": [["/x", "/x", [], []]]}')
+    os._exit(0)
+
+
+def _garbage(fd: int) -> None:
+    os.write(fd, b"\x00not json")
+    os._exit(0)
+
+
+@pytest.mark.parametrize("hook", [_crash, _raise, _junk, _garbage])
+def test_a_failing_child_leaves_the_same_plan_text(
+    store: tuple[Path, int], hook: Callable[[int], None]
+) -> None:
+    props, now = store
+    one = _plan(props, now, False, split=False)
+    assert _plan(props, now, False, split=True, child_hook=hook) == one
+    assert parallel.last_way == "the child's half here"
+
+
+def test_below_the_threshold_one_process_plans(store: tuple[Path, int], tmp_path: Path) -> None:
+    props, now = store
+    kind = _kind(props)
+    cleaner = Cleaner(kind, clock_ms=lambda: now, announce_proc_view=False)
+    marker = tmp_path / "child-ran"
+    _p, text = parallel.plan_and_render(kind, cleaner, child_hook=_marker(marker))
+    assert not marker.exists()
+    assert parallel.last_way == "one process"
+    assert text == _plan(props, now, False, split=False)
+
+
+def _rescue(
+    props: Path,
+    now: int,
+    request: RescueRequest,
+    split: bool,
+    child_hook: Callable[[int], None] | None = None,
+) -> tuple[list[str], dict[str, object], list[tuple[str, str]], tuple[str, ...]]:
+    """The report's lines, its document, the problems the round reports and its errors."""
+    kind = _kind(props)
+    kind.begin_rescue(request)
+    cleaner = Cleaner(kind, clock_ms=lambda: now, announce_proc_view=False)
+    if split:
+        result = parallel.rescue_round(
+            kind, cleaner, dry_run=True, min_partitions=2, child_hook=child_hook
+        )
+        assert kind.owned is None and kind.lock_probes is None and kind.rescue_split is None
+    else:
+        result = cleaner.run_round(dry_run=True)
+    report = kind.rescue_report()
+    return list(report.lines), report.document, result.plan.problems(), result.plan.errors
+
+
+def _targets(props: Path) -> list[RescueRequest]:
+    """Far beyond what the log dir holds (everything goes), and two that are met on the
+    way: in the first half of the scan and in the second."""
+    avail = os.statvfs(props.parent).f_bavail * os.statvfs(props.parent).f_frsize
+    held = sum(f.stat().st_blocks * 512 for f in (props.parent / "logs").rglob("*.log"))
+    return [
+        RescueRequest(free_bytes=avail + (1 << 40)),
+        RescueRequest(free_bytes=avail + held // 5),
+        RescueRequest(free_bytes=avail + held * 3 // 5),
+    ]
+
+
+def test_rescue_dry_run_of_two_processes_is_that_of_one(
+    store: tuple[Path, int], tmp_path: Path
+) -> None:
+    props, now = store
+    for request in _targets(props):
+        one = _rescue(props, now, request, split=False)
+        marker = tmp_path / "child-ran"
+        marker.unlink(missing_ok=True)
+        two = _rescue(props, now, request, split=True, child_hook=_marker(marker))
+        assert marker.read_text() == "forked"
+        assert parallel.last_way == "two processes"
+        assert two == one
+    lines, _doc, problems, _errors = one
+    assert any(DELETE_DIR in ln and "[delete_dir_leftover]" in ln for ln in lines)
+    assert {p.rsplit("/", 2)[-2] for p, _why in problems} == {"audit-log-1", "orders-4"}
+
+
+@pytest.mark.parametrize("hook", [_crash, _raise, _garbage])
+def test_a_failing_child_leaves_the_same_rescue(
+    store: tuple[Path, int], hook: Callable[[int], None]
+) -> None:
+    props, now = store
+    request = _targets(props)[0]
+    one = _rescue(props, now, request, split=False)
+    assert _rescue(props, now, request, split=True, child_hook=hook) == one
+    assert parallel.last_way == "one process, after the child failed"
+
+
+def test_beyond_retention_and_real_rescues_stay_in_one_process(
+    store: tuple[Path, int], tmp_path: Path
+) -> None:
+    props, now = store
+    request = replace(_targets(props)[0], beyond_retention=True)
+    marker = tmp_path / "child-ran"
+    one = _rescue(props, now, request, split=False)
+    assert _rescue(props, now, request, split=True, child_hook=_marker(marker)) == one
+    assert not marker.exists()
+    assert parallel.last_way == "one process"
