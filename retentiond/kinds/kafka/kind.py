@@ -566,6 +566,8 @@ class Kafka(KafkaVoice):
                 {p.path: [f for q in p.partitions for f in q.partition.foreign] for p in planned},
             )
             return
+        for p in planned:
+            _ = p.foreign  # this half's, worked out while the child may still be at work
         theirs = split.receive()
         if (
             theirs is None

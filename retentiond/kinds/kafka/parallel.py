@@ -73,6 +73,10 @@ class RescueKafka(Kafka, Protocol):
 # below this many partitions one process is as fast (the fork, the second scan of the root
 # and the join cost a few milliseconds)
 MIN_PARTITIONS = 2000
+# the share of the partitions the child takes: a little more than half, as this process
+# also joins the halves (plan: reads and joins the texts; rescue: selects, reports)
+PLAN_CHILD_SHARE = 0.52
+RESCUE_CHILD_SHARE = 0.55
 
 Key = tuple[str, int]
 
@@ -126,8 +130,13 @@ def split_key(kind: Kafka, min_partitions: int = MIN_PARTITIONS) -> Key | None:
     keys = _keys(kind.server.log_dirs)
     if keys is None or len(keys) < max(2, min_partitions):
         return None
-    key = keys[len(keys) // 2]
+    key = keys[_at(len(keys), PLAN_CHILD_SHARE)]
     return key if key != keys[0] else None
+
+
+def _at(n: int, share: float) -> int:
+    """Where the child's ``share`` of ``n`` items, sorted, starts (one of each at least)."""
+    return min(n - 1, max(1, round(n * (1 - share))))
 
 
 def _encode(text: PlanText) -> bytes:
@@ -418,7 +427,7 @@ def _rescue_key(kind: Kafka, min_partitions: int) -> str | None:
     if len(names) < max(2, min_partitions):
         return None
     names.sort()
-    key = names[len(names) // 2]
+    key = names[_at(len(names), RESCUE_CHILD_SHARE)]
     return key if key != names[0] else None
 
 
