@@ -498,6 +498,9 @@ class Kafka(KafkaVoice):
         at all while another process holds any of the log dirs."""
         held = [p.path for p in planned if not p.locked]
         if held:
+            if self.rescue_split is not None:
+                # the round still reports the whole store's foreign files: one process
+                raise WholeStore("a broker holds a log dir")
             self._rescue_state = (None, request, not rnd.executes, held)
             return
         usable = [p for p in planned if not p.errors]

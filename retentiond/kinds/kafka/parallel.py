@@ -505,5 +505,5 @@ def rescue_round(
             kind.rescue_split = None
     finally:
         kind.lock_probes = None
-    last_way = "one process, after the child failed"
+    last_way = "one process, after two did not fit"
     return cleaner.run_round(dry_run=True, now_ms=now_ms)

@@ -6,6 +6,7 @@ The size threshold is lowered to a few partitions here (``min_partitions``)."""
 
 from __future__ import annotations
 
+import fcntl
 import os
 import shutil
 import signal
@@ -196,7 +197,7 @@ def test_a_failing_child_leaves_the_same_rescue(
     request = _targets(props)[0]
     one = _rescue(props, now, request, split=False)
     assert _rescue(props, now, request, split=True, child_hook=hook) == one
-    assert parallel.last_way == "one process, after the child failed"
+    assert parallel.last_way == "one process, after two did not fit"
 
 
 def test_beyond_retention_and_real_rescues_stay_in_one_process(
@@ -209,3 +210,48 @@ def test_beyond_retention_and_real_rescues_stay_in_one_process(
     assert _rescue(props, now, request, split=True, child_hook=_marker(marker)) == one
     assert not marker.exists()
     assert parallel.last_way == "one process"
+
+
+def test_a_log_dir_another_process_holds_is_plan_only_in_both_halves(
+    store: tuple[Path, int], tmp_path: Path
+) -> None:
+    """The ``.lock`` is probed once, before the fork: two probes at once would each take
+    the other for a broker. Held by another holder, both halves say plan-only, and the
+    rescue deletes nothing and says why, as one process does."""
+    props, now = store
+    lock = props.parent / "logs" / ".lock"
+    fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)  # another open file: a holder to us
+        one = _plan(props, now, False, split=False)
+        assert "(plan-only: another process holds .lock)" in one
+        assert _plan(props, now, False, split=True) == one
+        assert parallel.last_way == "two processes"
+        request = _targets(props)[0]
+        held = _rescue(props, now, request, split=False)
+        assert any("holds its .lock" in line for line in held[0])
+        assert _rescue(props, now, request, split=True) == held
+        assert parallel.last_way == "one process, after two did not fit"
+    finally:
+        os.close(fd)
+
+
+def test_two_log_dirs_each_split(tmpfs: Tmpfs) -> None:
+    spec = KafkaStoreSpec(
+        topics={"orders": 5, "clicks": 2, "events": 4},
+        now_ms=time.time_ns() // 1_000_000 + 120_000,
+        records_per_partition=60,
+        value_bytes=100,
+        segment_bytes=2048,
+    )
+    dirs = [generate_kafka_store(tmpfs.path / name, spec).log_dir for name in ("a", "b")]
+    (dirs[1] / "events-3" / "stray.txt").write_text("not Kafka's")
+    props = write_server_properties(tmpfs.path / "server.properties", dirs)
+    now = spec.now_ms
+    for every in (False, True):
+        assert _plan(props, now, every, split=True) == _plan(props, now, every, split=False)
+        assert parallel.last_way == "two processes"
+    for request in _targets(props):
+        one = _rescue(props, now, request, split=False)
+        assert _rescue(props, now, request, split=True) == one
+        assert parallel.last_way == "two processes"
