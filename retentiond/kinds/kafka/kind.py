@@ -76,6 +76,11 @@ DISK_WARNING_RATIO = DEFAULT_DISK_WARNING_RATIO  # retentiond.kafka.diskWarningR
 DISK_STATES = ("ok", "warning_level")  # RocketMQ's over_max_ratio and clean_forcibly: never
 
 
+def _disk_entry(usage: PathUsage) -> dict[str, object]:
+    """One log dir's filesystem in ``status`` (``usage_record`` without the role)."""
+    return {k: v for k, v in usage_record("log_dir", usage).items() if k != "role"}
+
+
 def disk_state(ratios: Sequence[float | None], limit: float) -> str | None:
     """The log dirs' disk state: ``warning_level`` when one of them is above ``limit``
     (``retentiond.kafka.diskWarningRatio``; strictly, as RocketMQ's warning level), ``ok``
@@ -604,7 +609,14 @@ class Kafka(KafkaVoice):
         return render_plan(plan, all_queue_files=all_queue_files)
 
     def status_fields(self, plan: KafkaPlan, deleted: frozenset[str]) -> dict[str, object]:
-        return {"plan_only_log_dirs": plan.plan_only_dirs(), "reasons": plan.reason_counts()}
+        """The plan-only log dirs and the verdict counts; ``disk``: each log dir's filesystem
+        as the round found it before deleting (``last_disk``, the round record's figures),
+        which ``status_settings`` shows against the warning level."""
+        return {
+            "plan_only_log_dirs": plan.plan_only_dirs(),
+            "reasons": plan.reason_counts(),
+            "disk": [_disk_entry(u) for u in self.last_disk],
+        }
 
     def store_stats(
         self, plan: KafkaPlan, deleted: frozenset[str], previous: StoreStats | None
@@ -684,12 +696,27 @@ class Kafka(KafkaVoice):
     def status_settings(
         self, settings: Settings[StoreSection], scan: StatusDoc | None
     ) -> dict[str, object]:
-        """Kafka has no hour of day and no disk states: both keys are null."""
-        return {"delete_when": None, "disk": None}
+        """Kafka has no hour of day (``delete_when`` is null). ``disk``: each log dir's
+        filesystem as the last round found it (null before the first), the disk state those
+        figures give against ``retentiond.kafka.diskWarningRatio`` in force (as
+        ``retentiond_disk_state``: ``warning_level`` when a dir is strictly above it, ``ok``
+        when every dir was measured and none is, null otherwise) and that ratio."""
+        limit = kafka_of(settings).store.disk_warning_ratio
+        measured = (scan or {}).get("disk")
+        dirs = measured if isinstance(measured, list) else None
+        state = None
+        if dirs is not None:
+            ratios = [d.get("ratio") if isinstance(d, Mapping) else None for d in dirs]
+            state = disk_state([r if isinstance(r, float) else None for r in ratios], limit)
+        return {
+            "delete_when": None,
+            "disk": {"log_dirs": dirs, "state": state, "warning_level_ratio": limit},
+        }
 
     def log_fields(self, scan: StatusDoc, manual_rounds_left: int) -> dict[str, object]:
-        """What the scan reported (its plan-only log dirs), the verdict counts left out."""
-        return {k: v for k, v in scan.items() if k != "reasons"}
+        """What the scan reported (its plan-only log dirs), the verdict counts and the disk
+        figures left out."""
+        return {k: v for k, v in scan.items() if k not in ("reasons", "disk")}
 
     def info_labels(self, settings: Settings[StoreSection]) -> dict[str, str]:
         """The broker-wide retention (a topic's own config may differ)."""
