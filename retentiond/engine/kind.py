@@ -373,7 +373,10 @@ class StoreKind(KindVoice, Protocol[SnapshotT, PlanT]):
         ...
 
     def journal_fields(self, decision: Decision, now_ms: int) -> dict[str, object]:
-        """The kind's part of an ``intent``/``deletion`` record (``forced`` at least)."""
+        """The kind's part of an ``intent``/``deletion`` record (``forced`` at least). An
+        ``age_ms`` among them is the age of the file's data where the kind judges it by
+        something other than the mtime (Kafka: a segment's largest timestamp); the engine
+        writes it in place of ``time_ms - mtime_ms``."""
         ...
 
 

@@ -55,7 +55,7 @@ from retentiond.kinds.kafka.offsets import (
     read_progress,
     with_loss,
 )
-from retentiond.kinds.kafka.plan import KafkaPlan, LogDirPlan
+from retentiond.kinds.kafka.plan import KafkaPlan, LogDirPlan, known_largest
 from retentiond.kinds.kafka.policy import PartitionPlan, TopicConfig, keep_all, plan_partition
 from retentiond.kinds.kafka.report import render_plan
 from retentiond.kinds.kafka.rescue import (
@@ -150,6 +150,9 @@ class Kafka(KafkaVoice):
         # each log dir's filesystem as the last scan found it, before any deletion (as
         # RocketMQ's round judges its disk): the round record's ``disk``
         self.last_disk: tuple[PathUsage, ...] = ()
+        # the largest timestamp of each segment being deleted, where the plan knows it: the
+        # journal's age_ms counts from it, as the plan's does (``journal_fields``)
+        self._largest: dict[str, int] = {}
 
     def reconfigure(self, settings: Settings[StoreSection]) -> None:
         """A reload: new retention values from the next round on. The log dirs cannot
@@ -528,6 +531,7 @@ class Kafka(KafkaVoice):
             run = tuple(d for d in prefix if d.delete)
             if not run:
                 continue
+            self._largest = self._largest_of(plan)
             if rnd.executes:
                 try:
                     prepare_partition(plan, result, whole=len(run) == len(plan.deletions))
@@ -542,9 +546,29 @@ class Kafka(KafkaVoice):
             for base in went:
                 remove_companions(plan, base, result)
             changed |= finish_partition(plan, went, lso_entries)
+        self._largest = {}
         if changed:
             write_log_start_checkpoint(ld, lso_entries)
         return (*failed, *result.errors)  # the round's errors: logged, counted, shown
+
+    def _largest_of(self, plan: PartitionPlan) -> dict[str, int]:
+        """The largest timestamp of each segment ``plan`` deletes, where it is known without
+        a read: what the time pass judged (``known_largest``, as ``plan --json`` shows it),
+        the batches' largest that ``rescue`` ordered a beyond-retention deletion by."""
+        out: dict[str, int] = {}
+        compat = self.server.time_index_compat
+        for i, d in enumerate(plan.head[: plan.prefix]):
+            if not d.delete:
+                continue
+            if d.reason is Reason.RESCUE_BEYOND_RETENTION:
+                s = plan.partition.made[i]
+                known = None if s is None else s.known_largest(False)
+                ts = None if known is None else known[0]
+            else:
+                ts = known_largest(plan, i, compat)
+            if ts is not None:
+                out[d.path] = ts
+        return out
 
     def redelete_candidate(self, now_ms: int, held: Mapping[str, HeldFile]) -> Decision | None:
         return None  # Kafka has no reDeleteHangedFile
@@ -784,6 +808,10 @@ class Kafka(KafkaVoice):
         }
         if decision.kind is not Kind.PARTITION_DIR:
             fields["base_offset"] = decision.start_offset
+            largest = self._largest.get(decision.path)
+            if largest is not None:
+                # the data's age as retention.ms judges it (the engine puts it in its place)
+                fields["age_ms"] = now_ms - largest
         if decision.loss is not None:
             fields["loss"] = decision.loss.as_dict()
         if self.rescue_request is not None:
