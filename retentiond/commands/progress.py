@@ -11,8 +11,6 @@ from __future__ import annotations
 import sys
 import threading
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from types import TracebackType
 from typing import IO
 
@@ -69,24 +67,6 @@ class Progress:
             self.update(status, now=True)
         else:
             self.status = status
-
-    @contextmanager
-    def paused(self) -> Iterator[None]:
-        """No redrawing thread inside (a ``fork`` there copies one thread only); it starts
-        again after."""
-        ticking = self._thread is not None
-        if ticking:
-            self._stop.set()
-            assert self._thread is not None
-            self._thread.join()
-            self._thread = None
-        try:
-            yield
-        finally:
-            if ticking:
-                self._stop = threading.Event()
-                self._thread = threading.Thread(target=self._tick, name="progress", daemon=True)
-                self._thread.start()
 
     def close(self) -> None:
         if self._thread is None:

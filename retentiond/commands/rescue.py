@@ -63,6 +63,7 @@ def cmd_rescue(args: argparse.Namespace) -> int:
 
 
 def _rescue(args: argparse.Namespace) -> int:
+    from retentiond.engine import forked
     from retentiond.engine.cleaner import Cleaner
     from retentiond.engine.rescue import RescueRequest, Rescues
     from retentiond.kinds import kind_for
@@ -90,11 +91,9 @@ def _rescue(args: argparse.Namespace) -> int:
     kind.begin_rescue(request)
     cleaner = Cleaner(kind, journal=journal, announce_proc_view=False)
     try:
-        # a kind that can make a dry run on several processes (Kafka) runs the round itself
-        rescue_round = getattr(kind, "rescue_round", None)
-        if rescue_round is not None:
-            result = rescue_round(cleaner, dry_run=dry_run)
-        else:
+        # a one-off process: a kind may share its deciding with a forked child; the deletions
+        # stay here, in order, journaled first
+        with forked.one_off():
             result = cleaner.run_round(dry_run=dry_run)
     finally:
         if journal is not None:

@@ -90,21 +90,16 @@ def cmd_plan(args: argparse.Namespace) -> int:
 
 def _plan(args: argparse.Namespace) -> int:
     from retentiond.commands.progress import Progress
+    from retentiond.engine import forked
     from retentiond.engine.cleaner import Cleaner
 
     settings = load_settings_or_exit(args.config)
     # An incomplete view of /proc (a VM's init) is said only where it changed the plan.
     cleaner = Cleaner(kind_for(settings), announce_proc_view=False)
-    with Progress("retentiond plan") as progress:
+    # a one-off process: a kind may share its work with a forked child (never in a daemon)
+    with Progress("retentiond plan") as progress, forked.one_off():
         progress.update("scanning and planning the store")
-        # a kind that can make the text on several processes (Kafka) plans and renders at once
-        plan_and_render = None if args.json else getattr(cleaner.kind, "plan_and_render", None)
-        if plan_and_render is not None:
-            plan, text = plan_and_render(
-                cleaner, manual=args.manual, all_queue_files=args.all, around_fork=progress.paused
-            )
-        else:
-            plan = cleaner.plan(manual=args.manual)
+        plan = cleaner.plan(manual=args.manual)
         progress.update("writing the plan")
         if sys.stdout.isatty():
             progress.close()  # the plan goes to the same terminal: no line drawn over it
@@ -118,8 +113,7 @@ def _plan(args: argparse.Namespace) -> int:
                 json.dump(plan.as_dict(), sys.stdout, indent=2)
             print()
         else:
-            if plan_and_render is None:
-                text = cleaner.kind.render_plan(plan, all_queue_files=args.all)
+            text = cleaner.kind.render_plan(plan, all_queue_files=args.all)
             progress.close()
             print(text)
     doubt = cleaner.proc_view_doubt()
