@@ -297,11 +297,9 @@ class Cleaner:
             refused=self._refused,
         )
 
-    def plan(self, *, manual: bool = False, now_ms: int | None = None) -> RoundPlan:
-        """What a round would do now (``now_ms``: at that time instead, so that processes
-        planning parts of one store plan for the same instant). Changes nothing, not even
-        the round state."""
-        now = self.clock_ms() if now_ms is None else now_ms
+    def plan(self, *, manual: bool = False) -> RoundPlan:
+        """What a round would do now. Changes nothing, not even the round state."""
+        now = self.clock_ms()
         with no_cyclic_gc():
             snap = self.kind.scan(now, executes=False)
             return self.kind.plan_round(snap, self._round(Mode.PLAN, manual, now))
@@ -342,22 +340,19 @@ class Cleaner:
             self._note_refusal(outcome)
         self._notify(lambda listener: listener.file_done(outcome))
 
-    def run_round(
-        self, *, manual: bool = False, dry_run: bool = False, now_ms: int | None = None
-    ) -> RoundResult:
-        """One round (``now_ms``: as at that time, as for ``plan``)."""
+    def run_round(self, *, manual: bool = False, dry_run: bool = False) -> RoundResult:
         self._notify(lambda listener: listener.round_started())
         try:
-            return self._run_round(manual, dry_run, now_ms)
+            return self._run_round(manual, dry_run)
         finally:
             self._notify(lambda listener: listener.round_ended())
 
-    def _run_round(self, manual: bool, dry_run: bool, now_ms: int | None) -> RoundResult:
+    def _run_round(self, manual: bool, dry_run: bool) -> RoundResult:
         started = time.monotonic()
         if not dry_run:
             self.reconcile()
             self._prune_held()
-        now = self.clock_ms() if now_ms is None else now_ms
+        now = self.clock_ms()
         with no_cyclic_gc():
             snap = self.kind.scan(now, executes=not dry_run)
             rnd = self._round(Mode.DRY_RUN if dry_run else Mode.REAL, manual, now)

@@ -14,17 +14,18 @@ and release the locks.
 
 from __future__ import annotations
 
+import functools
 import os
 from collections.abc import Callable, Mapping, Sequence
-from contextlib import AbstractContextManager, nullcontext
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass, replace
+from typing import Any
 
 from retentiond.config.settings import Settings, StoreSection
 from retentiond.engine.decision import Decision
 from retentiond.engine.disk import PathUsage, measure_path, usage_record
 from retentiond.engine.execute import open_dir_below
 from retentiond.engine.figures import DiskFigures, KindStats, StoreStats
+from retentiond.engine.forked import Forked, WorkerFailed
 from retentiond.engine.holds import HeldFile
 from retentiond.engine.kind import BrokerMain, Cadence, RoundServices, StatusDoc
 from retentiond.engine.loss import GroupRisk, Progress, risk_status
@@ -56,12 +57,10 @@ from retentiond.kinds.kafka.offsets import (
     read_progress,
     with_loss,
 )
-from retentiond.kinds.kafka.parallel import ChildRescue, RescueSplit, WholeStore
-from retentiond.kinds.kafka.parallel import plan_and_render as parallel_plan
-from retentiond.kinds.kafka.parallel import rescue_round as parallel_rescue
+from retentiond.kinds.kafka.parallel import ChildRescue, PlanHalf, Split, quiet, split_for, way
 from retentiond.kinds.kafka.plan import KafkaPlan, LogDirPlan, known_largest
 from retentiond.kinds.kafka.policy import PartitionPlan, TopicConfig, keep_all, plan_partition
-from retentiond.kinds.kafka.report import render_plan
+from retentiond.kinds.kafka.report import PlanText, plan_text, render_plan
 from retentiond.kinds.kafka.rescue import (
     Guard,
     LossOf,
@@ -76,9 +75,6 @@ from retentiond.kinds.kafka.storecheck import log_dir_problem
 from retentiond.kinds.kafka.voice import KafkaVoice
 from retentiond.reasons import KAFKA_DELETE_REASONS, KAFKA_DIR_REASONS, FileKind, Kind, Reason
 from retentiond.text.units import zone_name
-
-if TYPE_CHECKING:
-    from retentiond.engine.cleaner import Cleaner, RoundResult
 
 DISK_WARNING_RATIO = DEFAULT_DISK_WARNING_RATIO  # retentiond.kafka.diskWarningRatio's default
 DISK_STATES = ("ok", "warning_level")  # RocketMQ's over_max_ratio and clean_forcibly: never
@@ -103,6 +99,25 @@ def disk_state(ratios: Sequence[float | None], limit: float) -> str | None:
 
 
 _PROGRESS_TOPICS = frozenset({OFFSETS_TOPIC})  # every process of a plan reads them
+
+
+class _Whole(Exception):
+    """A rescue made of two halves that do not fit together: one process does it all."""
+
+
+def _errors(snapshot: KafkaSnapshot, planned: Sequence[LogDirPlan]) -> list[str]:
+    """A plan's errors: the log dirs', their partitions' and the metadata log's."""
+    errors = [*snapshot.errors, *(e for p in planned for e in p.errors)]
+    if snapshot.metadata_error:
+        errors.append(snapshot.metadata_error)
+    return errors
+
+
+def _nothing(_entry: str, _name: fm.PartitionDirName) -> bool:
+    return False
+
+
+_NOTHING = _nothing
 
 
 def _path_of(p: Partition) -> str:
@@ -168,11 +183,8 @@ class Kafka(KafkaVoice):
         # the largest timestamp of each segment being deleted, where the plan knows it: the
         # journal's age_ms counts from it, as the plan's does (``journal_fields``)
         self._largest: dict[str, int] = {}
-        # a plan of part of the partitions (``parallel``): the partition dirs this process
-        # plans, and each log dir's .lock as probed once for all the processes
-        self.owned: Callable[[str, fm.PartitionDirName], bool] | None = None
-        self.lock_probes: Mapping[str, bool] | None = None
-        self.rescue_split: RescueSplit | None = None  # a dry-run rescue made of two halves
+        # a plan or dry-run rescue made in two processes (``parallel``): decided by the scan
+        self._split: Split | None = None
 
     def reconfigure(self, settings: Settings[StoreSection]) -> None:
         """A reload: new retention values from the next round on. The log dirs cannot
@@ -213,6 +225,7 @@ class Kafka(KafkaVoice):
         errors: list[str] = []
         dirs = []
         self.last_dir_errors = {}
+        split = self._split = self._split_for(executes)
         self.last_disk = tuple(measure_path(d) for d in self.server.log_dirs)
         for d in self.server.log_dirs:
             # A dir missing, unmounted or unreadable is that dir's error, asked before its
@@ -224,14 +237,12 @@ class Kafka(KafkaVoice):
                 errors.append(f"{d}: {why}")
                 continue
             try:
-                probed = None if executes or self.lock_probes is None else self.lock_probes.get(d)
-                if probed is not None:
-                    locked = probed
-                else:
-                    locked = self.locks[d].acquire()
-                    if locked and not executes:
-                        self.locks[d].release()
-                dirs.append((scan_log_dir(d, self.owned, _PROGRESS_TOPICS), locked))
+                locked = self.locks[d].acquire()
+                if locked and not executes:
+                    self.locks[d].release()
+                # split: the root and the consumer offsets only; plan_round does the rest
+                owned = None if split is None else _NOTHING
+                dirs.append((scan_log_dir(d, owned, _PROGRESS_TOPICS), locked))
             except OSError as e:
                 self.last_dir_errors[d] = str(e)
                 errors.append(f"{d}: {e}")
@@ -265,9 +276,24 @@ class Kafka(KafkaVoice):
     def _config_for(self, snap: KafkaSnapshot, topic: str) -> TopicConfig | None:
         return self.server.config_for(topic, snap.overrides, snap.broker_layers)
 
+    def _split_for(self, executes: bool) -> Split | None:
+        """Whether this plan or dry-run rescue is made in two processes (``parallel``): never
+        for a real round, nor for a rescue that consumer progress or the guard orders or
+        that goes beyond the retention."""
+        if executes:
+            return None
+        request = self.rescue_request
+        if request is not None and (
+            request.beyond_retention
+            or self.rescue_loss is not None
+            or self.settings.daemon.guard_unconsumed == "keep"
+        ):
+            return None
+        return split_for(self.server.log_dirs, rescue=request is not None)
+
     def plan_round(self, snapshot: KafkaSnapshot, rnd: RoundServices) -> KafkaPlan:
         rnd.phase(Kind.KAFKA_SEGMENT.value)
-        planned: list[LogDirPlan] = []
+        split, self._split = self._split, None
         configs: dict[str, TopicConfig | None] = {}  # a topic's config, worked out once a round
 
         def config_for(topic: str) -> TopicConfig | None:
@@ -277,37 +303,43 @@ class Kafka(KafkaVoice):
 
         progress = self.consumer_progress(snapshot, rnd.now_ms, remember=rnd.remembers)
         keep = self.settings.daemon.guard_unconsumed == "keep" and progress.readable
+        other_text = None
+        root = snapshot
         try:
-            for ld, locked in snapshot.log_dirs:
-                parts, leftovers = self._plan_log_dir(snapshot, ld, locked, rnd, config_for)
-                parts = tuple(with_loss(p, progress) for p in parts)
-                guarded = False
-                if keep:
-                    yielded = self.guard_yields(ld.path)
-                    parts = tuple(keep_unconsumed(p, yielded) for p in parts)
-                    # a running broker's own retention deletes whatever the lag: in a
-                    # plan-only dir nothing is guarded (its would-be deletions are kept as
-                    # broker_running, and its groups' records count as at risk)
-                    guarded = yielded is None and locked
-                # A plan or a dry run carries nothing out: the holds it would look up change
-                # nothing in what it returns (the partitions' own plans).
-                failed: tuple[str, ...] = ()
-                if locked and not ld.errors and rnd.executes and self.rescue_request is None:
-                    failed = self._carry_out(ld, parts, leftovers, rnd)
-                planned.append(
-                    LogDirPlan(
-                        ld.path, locked, parts, ld, (*ld.errors, *failed), leftovers, guarded
+            try:
+                if split is None or rnd.executes:
+                    planned = self._plan_dirs(snapshot, rnd, config_for, progress, keep)
+                    theirs = None
+                else:
+                    for topic in sorted(split.topics):
+                        config_for(topic)  # every topic's, for the plan's retention_ms
+                    snapshot, planned, other_text, theirs = self._plan_split(
+                        split, root, rnd, config_for, progress, keep
                     )
-                )
-            if self.rescue_request is not None:
-                self._rescue(self.rescue_request, snapshot, planned, rnd, config_for)
+                if self.rescue_request is not None:
+                    self._rescue(self.rescue_request, snapshot, planned, rnd, config_for, theirs)
+            except _Whole:  # a rescue made of halves that do not fit: one process does it
+                way("one process, after two did not fit")
+                other_text = None
+                snapshot = self._rescan(root, None)
+                planned = self._plan_dirs(snapshot, rnd, config_for, progress, keep)
+                if self.rescue_request is not None:
+                    self._rescue(self.rescue_request, snapshot, planned, rnd, config_for)
         finally:
             for lock in self.locks.values():
                 lock.release()
         self.last_plan_only = [p.path for p in planned if not p.locked]
-        errors = [*snapshot.errors, *(e for p in planned for e in p.errors)]
-        if snapshot.metadata_error:
-            errors.append(snapshot.metadata_error)
+        return self._kafka_plan(snapshot, planned, rnd, configs, progress, other_text)
+
+    def _kafka_plan(
+        self,
+        snapshot: KafkaSnapshot,
+        planned: list[LogDirPlan],
+        rnd: RoundServices,
+        configs: Mapping[str, TopicConfig | None],
+        progress: KafkaProgress,
+        other_text: PlanText | None = None,
+    ) -> KafkaPlan:
         return KafkaPlan(
             now_ms=rnd.now_ms,
             config_hash=self.settings.config_hash,
@@ -316,7 +348,7 @@ class Kafka(KafkaVoice):
             metadata_error=snapshot.metadata_error,
             manual=rnd.manual,
             dry_run=not rnd.executes,
-            errors=tuple(errors),
+            errors=tuple(_errors(snapshot, planned)),
             timezone=zone_name(self.settings.daemon.timezone),
             zone=self.settings.daemon.timezone,
             store=tuple(self.server.log_dirs),
@@ -328,7 +360,130 @@ class Kafka(KafkaVoice):
             time_index_compat=self.server.time_index_compat,
             progress=progress,
             guard_unconsumed=self.settings.daemon.guard_unconsumed == "keep",
+            other_text=other_text,
         )
+
+    def _plan_dirs(
+        self,
+        snapshot: KafkaSnapshot,
+        rnd: RoundServices,
+        config_for: Callable[[str], TopicConfig | None],
+        progress: KafkaProgress,
+        keep: bool,
+    ) -> list[LogDirPlan]:
+        """Each log dir's partitions planned, and in a real round carried out."""
+        planned = []
+        for ld, locked in snapshot.log_dirs:
+            parts, leftovers = self._plan_log_dir(snapshot, ld, locked, rnd, config_for)
+            parts = tuple(with_loss(p, progress) for p in parts)
+            guarded = False
+            if keep:
+                yielded = self.guard_yields(ld.path)
+                parts = tuple(keep_unconsumed(p, yielded) for p in parts)
+                # a running broker's own retention deletes whatever the lag: in a
+                # plan-only dir nothing is guarded (its would-be deletions are kept as
+                # broker_running, and its groups' records count as at risk)
+                guarded = yielded is None and locked
+            # A plan or a dry run carries nothing out: the holds it would look up change
+            # nothing in what it returns (the partitions' own plans).
+            failed: tuple[str, ...] = ()
+            if locked and not ld.errors and rnd.executes and self.rescue_request is None:
+                failed = self._carry_out(ld, parts, leftovers, rnd)
+            planned.append(
+                LogDirPlan(ld.path, locked, parts, ld, (*ld.errors, *failed), leftovers, guarded)
+            )
+        return planned
+
+    def _rescan(
+        self, snapshot: KafkaSnapshot, owned: Callable[[str, fm.PartitionDirName], bool] | None
+    ) -> KafkaSnapshot:
+        """``snapshot``'s log dirs scanned again, their partition dirs that ``owned`` accepts
+        (None: all of them)."""
+        dirs = []
+        errors = list(snapshot.errors)
+        for ld, locked in snapshot.log_dirs:
+            try:
+                dirs.append((scan_log_dir(ld.path, owned, _PROGRESS_TOPICS), locked))
+            except OSError as e:
+                self.last_dir_errors[ld.path] = str(e)
+                errors.append(f"{ld.path}: {e}")
+        return replace(snapshot, log_dirs=tuple(dirs), errors=tuple(errors))
+
+    def _plan_split(
+        self,
+        split: Split,
+        root: KafkaSnapshot,
+        rnd: RoundServices,
+        config_for: Callable[[str], TopicConfig | None],
+        progress: KafkaProgress,
+        keep: bool,
+    ) -> tuple[KafkaSnapshot, list[LogDirPlan], PlanText | None, ChildRescue | None]:
+        """This process's half planned while a forked child plans the other (``parallel``):
+        the snapshot and plans of this half, the child's part of the text (``plan``) or of
+        the rescue; the child's half, if its text is not used or it failed, planned here
+        when first needed (``LogDirPlan.complete``)."""
+
+        def work() -> PlanHalf | ChildRescue:
+            quiet()
+            snap = self._rescan(root, split.child)
+            planned = self._plan_dirs(snap, rnd, config_for, progress, keep)
+            errors = _errors(snap, planned)
+            if split.rescue:
+                usable = [p for p in planned if not p.errors]
+                return ChildRescue(
+                    errors,
+                    sum(len(p.leftovers) for p in planned),
+                    {p.path: half_of(p, self.server, config_for, rnd.now_ms) for p in usable},
+                    {p.path: [f for q in p.own for f in q.partition.foreign] for p in planned},
+                )
+            plan = self._kafka_plan(snap, planned, rnd, {}, progress)
+            return PlanHalf(errors, plan_text(plan))
+
+        try:
+            child: Forked[PlanHalf | ChildRescue] | None = Forked(work)
+        except WorkerFailed:
+            child = None
+        snapshot = self._rescan(root, split.parent)
+        planned = self._plan_dirs(snapshot, rnd, config_for, progress, keep)
+        if split.rescue:
+            for p in planned:
+                _ = p.foreign  # this half's, worked out while the child is at work
+        got = None
+        if child is not None:
+            try:
+                got = child.result()
+            except WorkerFailed:
+                got = None
+        errors = _errors(snapshot, planned)
+        # the child's half, planned here when something asks for it
+        theirs: dict[str, tuple[tuple[PartitionPlan, ...], tuple[Decision, ...]]] = {}
+        their_errors: list[list[str]] = []
+
+        def plan_theirs(path: str) -> tuple[tuple[PartitionPlan, ...], tuple[Decision, ...]]:
+            if not their_errors:
+                snap = self._rescan(root, split.child)
+                done = self._plan_dirs(snap, rnd, config_for, progress, keep)
+                their_errors.append(_errors(snap, done))
+                theirs.update((p.path, (p.own, p.own_leftovers)) for p in done)
+            return theirs.get(path, ((), ()))
+
+        for p in planned:
+            p.complete = functools.partial(plan_theirs, p.path)
+        if split.rescue and isinstance(got, ChildRescue) and got.errors == errors:
+            way("two processes")
+            return snapshot, planned, None, got
+        if isinstance(got, PlanHalf) and got.errors == errors and isinstance(got.text, PlanText):
+            way("two processes")
+            return snapshot, planned, got.text, None
+        if split.rescue:
+            raise _Whole("the child's half of the rescue did not come or does not fit")
+        plan_theirs("")  # the child's half, here, now
+        if their_errors[0] == errors:
+            way("the child's half here")
+            return snapshot, planned, None, None
+        way("one process, after two did not fit")
+        snapshot = self._rescan(root, None)
+        return snapshot, self._plan_dirs(snapshot, rnd, config_for, progress, keep), None, None
 
     def guard_yields(self, log_dir: str) -> str | None:
         """Disk safety wins over ``retentiond.guard.unconsumed: keep``: when the log dir's
@@ -482,16 +637,6 @@ class Kafka(KafkaVoice):
         doc = document(selection, request, dry_run=dry_run)
         return RescueReport(tuple(lines2), reached, (), doc)
 
-    def rescue_round(
-        self,
-        cleaner: Cleaner,
-        *,
-        dry_run: bool,
-    ) -> RoundResult:
-        """``rescue``'s round (after ``begin_rescue``): a dry run of a large store on two
-        processes where it can (``parallel.rescue_round``): the CLI only."""
-        return parallel_rescue(self, cleaner, dry_run=dry_run)
-
     def _rescue(
         self,
         request: RescueRequest,
@@ -499,6 +644,7 @@ class Kafka(KafkaVoice):
         planned: list[LogDirPlan],
         rnd: RoundServices,
         config_for: Callable[[str], TopicConfig | None],
+        theirs: ChildRescue | None = None,  # the other half of a dry run (``parallel``)
     ) -> None:
         """Select what goes (``rescue.select``) and, in a real round, carry it out: the
         leftovers, then per partition one prefix (the configured retention's and the
@@ -506,9 +652,9 @@ class Kafka(KafkaVoice):
         at all while another process holds any of the log dirs."""
         held = [p.path for p in planned if not p.locked]
         if held:
-            if self.rescue_split is not None:
+            if theirs is not None:
                 # the round still reports the whole store's foreign files: one process
-                raise WholeStore("a broker holds a log dir")
+                raise _Whole("a broker holds a log dir")
             self._rescue_state = (None, request, not rnd.executes, held)
             return
         usable = [p for p in planned if not p.errors]
@@ -527,11 +673,10 @@ class Kafka(KafkaVoice):
             and progress.readable
         ):
             guard = Guard(progress.protects, self.disk_warning_ratio)
-        split = self.rescue_split
-        if split is not None:
+        if theirs is not None:
             if loss_of is not None or guard is not None or request.beyond_retention or rnd.executes:
-                raise WholeStore("only a dry run taking by the plan's order is made of halves")
-            self._rescue_half(split, request, snapshot, planned, usable, config_for, rnd.now_ms)
+                raise _Whole("only a dry run taking by the plan's order is made of halves")
+            self._rescue_half(theirs, request, planned, usable, config_for, rnd.now_ms)
             return
         selection = select(usable, request, self.server, config_for, rnd.now_ms, loss_of, guard)
         if rnd.executes:
@@ -554,44 +699,29 @@ class Kafka(KafkaVoice):
 
     def _rescue_half(
         self,
-        split: RescueSplit,
+        theirs: ChildRescue,
         request: RescueRequest,
-        snapshot: KafkaSnapshot,
         planned: list[LogDirPlan],
         usable: list[LogDirPlan],
         config_for: Callable[[str], TopicConfig | None],
         now_ms: int,
     ) -> None:
-        """A dry-run rescue of half the partitions (``parallel.rescue_round``). The child
-        hands its half over compactly; this process takes the child's after its own, in the
-        scan's order, or raises ``WholeStore`` when the two do not fit together."""
-        mine = {p.path: half_of(p, self.server, config_for, now_ms) for p in usable}
-        errors = [*snapshot.errors, *(e for p in planned for e in p.errors)]
-        if snapshot.metadata_error:
-            errors.append(snapshot.metadata_error)
-        if split.child:
-            split.result = ChildRescue(
-                errors,
-                sum(len(p.leftovers) for p in planned),
-                mine,
-                {p.path: [f for q in p.partitions for f in q.partition.foreign] for p in planned},
-            )
-            return
-        for p in planned:
-            _ = p.foreign  # this half's, worked out while the child may still be at work
-        theirs = split.receive()
-        if (
-            theirs is None
-            or theirs.errors != errors
-            or theirs.leftovers
-            or set(theirs.halves) != set(mine)
-        ):
-            raise WholeStore("the child's half did not come or does not fit")
+        """A dry-run rescue of this half of the partitions, the child's half (``theirs``)
+        taken after it, in the scan's order (``parallel``); ``_Whole`` when they do not fit
+        together."""
+        if theirs.leftovers or set(theirs.halves) != {p.path for p in usable}:
+            raise _Whole("the child's half does not fit")
+        # this half alone (the whole, planned here, is for whoever reads the plan later)
+        mine = [
+            LogDirPlan(p.path, p.locked, p.own, (), p.errors, p.own_leftovers, p.guarded)
+            for p in usable
+        ]
+        halves = [half_of(p, self.server, config_for, now_ms) for p in mine]
+        known = {c[0]: c[-1] for h in halves for segs in h.partitions for c in segs}
         for p in planned:
             p.add_foreign(theirs.foreign.get(p.path, ()))
-        known = {c[0]: c[-1] for h in mine.values() for segs in h.partitions for c in segs}
         selection = select(
-            usable, request, self.server, config_for, now_ms, halves=theirs.halves, known=known
+            mine, request, self.server, config_for, now_ms, halves=theirs.halves, known=known
         )
         self._rescue_state = (selection, request, True, [])
 
@@ -718,20 +848,6 @@ class Kafka(KafkaVoice):
         }
 
     # ---- for people and dashboards ------------------------------------------------------
-    def plan_and_render(
-        self,
-        cleaner: Cleaner,
-        *,
-        manual: bool = False,
-        all_queue_files: bool = False,
-        around_fork: Callable[[], AbstractContextManager[object]] = nullcontext,
-    ) -> tuple[KafkaPlan, str]:
-        """``plan``'s plan and its text, the store's partitions planned on two processes
-        when it is large (``parallel``): the CLI only, never the daemon."""
-        return parallel_plan(
-            self, cleaner, manual=manual, all_queue_files=all_queue_files, around_fork=around_fork
-        )
-
     def render_plan(self, plan: KafkaPlan, *, all_queue_files: bool = False) -> str:
         return render_plan(plan, all_queue_files=all_queue_files)
 

@@ -204,11 +204,11 @@ def _partition(
     return sizes, True
 
 
-def _log_dir(plan: KafkaPlan, ld: LogDirPlan, all_queue_files: bool) -> DirText:
+def _log_dir(plan: KafkaPlan, ld: LogDirPlan, all_queue_files: bool, own: bool) -> DirText:
     head = "" if ld.locked else "  (plan-only: another process holds .lock)"
     chunks: list[Chunk] = []
     chunk: Chunk | None = None
-    for p in plan.partitions(ld):
+    for p in plan.partitions(ld, own=own):
         if chunk is None or p.partition.topic != chunk.topic:
             chunk = Chunk(p.partition.topic, [], [0, 0, 0, 0, 0], False)
             chunks.append(chunk)
@@ -226,7 +226,7 @@ def _log_dir(plan: KafkaPlan, ld: LogDirPlan, all_queue_files: bool) -> DirText:
             ),
         )
     leftovers = []
-    for d in ld.leftovers:
+    for d in ld.own_leftovers if own else ld.leftovers:
         size = human_bytes(d.identity.size) if d.identity is not None else "?"
         name = os.path.basename(d.path)
         leftovers.append(
@@ -239,8 +239,9 @@ def _log_dir(plan: KafkaPlan, ld: LogDirPlan, all_queue_files: bool) -> DirText:
     return DirText(ld.path, f"{ld.path}{head}", chunks, leftovers)
 
 
-def plan_text(plan: KafkaPlan, *, all_queue_files: bool = False) -> PlanText:
-    """The parts of ``render_plan``'s text."""
+def plan_text(plan: KafkaPlan, *, all_queue_files: bool = False, own: bool = False) -> PlanText:
+    """The parts of ``render_plan``'s text (``own``: of the partitions this process planned
+    only, when another planned the rest)."""
     header = [
         f"kafka  config {plan.config_hash}  timezone {plan.timezone}  "
         f"now {human_time(plan.now_ms, plan.zone)}" + ("  manual round" if plan.manual else ""),
@@ -257,7 +258,7 @@ def plan_text(plan: KafkaPlan, *, all_queue_files: bool = False) -> PlanText:
         header.extend(f"  problem: {w}" for _p, w in plan.progress.problems)
     for err in plan.errors:
         header.append(f"ERROR: {err}")
-    dirs = [_log_dir(plan, ld, all_queue_files) for ld in plan.log_dirs]
+    dirs = [_log_dir(plan, ld, all_queue_files, own) for ld in plan.log_dirs]
     return PlanText(header, dirs, all_queue_files)
 
 
@@ -311,5 +312,14 @@ def join_text(parts: Sequence[PlanText]) -> str:
 
 
 def render_plan(plan: KafkaPlan, *, all_queue_files: bool = False) -> str:
-    """The text of ``plan`` (``all_queue_files``: ``plan --all``, every segment)."""
+    """The text of ``plan`` (``all_queue_files``: ``plan --all``, every segment). A plan
+    made in two processes joins this one's text with the other's (``plan.other_text``);
+    ``plan --all`` and parts that do not fit are rendered from the whole plan (the other
+    process's partitions planned here)."""
+    other = plan.other_text
+    if isinstance(other, PlanText) and not all_queue_files:
+        try:
+            return join_text([plan_text(plan, own=True), other])
+        except ValueError:
+            pass
     return join_text([plan_text(plan, all_queue_files=all_queue_files)])

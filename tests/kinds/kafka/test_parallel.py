@@ -2,11 +2,13 @@
 and the rescue report of a real log dir split between this process and a forked child are
 byte for byte those of one process, with a fixed clock; a child that fails, crashes or hands
 back something unusable costs only time (its half is done here), never a different result.
-The size threshold is lowered to a few partitions here (``min_partitions``)."""
+The split is forced on a small store here (``forked.one_off(at_least=0)``), and a child
+made to fail through ``parallel.child_hook``, which runs first in the child."""
 
 from __future__ import annotations
 
 import fcntl
+import io
 import os
 import shutil
 import signal
@@ -14,12 +16,15 @@ import time
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import pytest
 
+from retentiond.engine import forked
 from retentiond.engine.cleaner import Cleaner
 from retentiond.engine.rescue import RescueRequest
 from retentiond.kinds import kind_for, load_settings
+from retentiond.kinds.kafka import kind as kafka_kind
 from retentiond.kinds.kafka import parallel
 from retentiond.kinds.kafka.kind import Kafka
 from retentiond.kinds.kafka.plan import KafkaPlan
@@ -28,6 +33,7 @@ from retentiond.storegen.kafka import (
     generate_kafka_store,
     write_server_properties,
 )
+from retentiond.text import jsonstream
 from tests.conftest import Tmpfs
 
 DELETE_DIR = "gone-0.0123456789abcdef0123456789abcdef-delete"
@@ -60,101 +66,127 @@ def _kind(props: Path) -> Kafka:
     return kind
 
 
-def _plan(
-    props: Path, now: int, every: bool, split: bool, child_hook: Callable[[int], None] | None = None
-) -> str:
+def _plan(props: Path, now: int, every: bool, split: bool) -> str:
+    """``plan``'s text (``every``: ``--all``), in one process or split."""
+    parallel.way("")
     kind = _kind(props)
     cleaner = Cleaner(kind, clock_ms=lambda: now, announce_proc_view=False)
-    if not split:
+    with forked.one_off(at_least=0 if split else 1 << 62):
         plan = cleaner.plan()
         assert isinstance(plan, KafkaPlan)
         return kind.render_plan(plan, all_queue_files=every)
-    _whole, text = parallel.plan_and_render(
-        kind, cleaner, all_queue_files=every, min_partitions=2, child_hook=child_hook
-    )
-    assert kind.owned is None and kind.lock_probes is None
-    return text
 
 
-def _marker(path: Path) -> Callable[[int], None]:
+def _document(props: Path, now: int, split: bool) -> str:
+    """``plan --json``'s document."""
+    parallel.way("")
+    kind = _kind(props)
+    cleaner = Cleaner(kind, clock_ms=lambda: now, announce_proc_view=False)
+    with forked.one_off(at_least=0 if split else 1 << 62):
+        plan = cleaner.plan()
+    assert isinstance(plan, KafkaPlan)
+    out = io.StringIO()
+    jsonstream.dump(plan.as_document(), out)
+    return out.getvalue()
+
+
+@pytest.fixture
+def hook(monkeypatch: pytest.MonkeyPatch) -> Callable[[Callable[[], None]], None]:
+    def set_hook(fn: Callable[[], None]) -> None:
+        monkeypatch.setattr(parallel, "child_hook", fn)
+
+    return set_hook
+
+
+def _marker(path: Path) -> Callable[[], None]:
     """A child hook that leaves a file behind: the child ran."""
 
-    def hook(_fd: int) -> None:
+    def mark() -> None:
         path.write_text("forked")
 
-    return hook
+    return mark
 
 
 @pytest.mark.parametrize("every", [False, True])
 def test_plan_text_of_two_processes_is_that_of_one(
-    store: tuple[Path, int], tmp_path: Path, every: bool
+    store: tuple[Path, int], tmp_path: Path, every: bool, hook: Callable[..., None]
 ) -> None:
     props, now = store
     one = _plan(props, now, every, split=False)
+    assert parallel.last_way == ""
     marker = tmp_path / "child-ran"
-    two = _plan(props, now, every, split=True, child_hook=_marker(marker))
+    hook(_marker(marker))
+    two = _plan(props, now, every, split=True)
     assert marker.read_text() == "forked"
     assert parallel.last_way == "two processes"
     assert two == one
     assert "topic orders total:" in one and DELETE_DIR in one
 
 
-def _crash(_fd: int) -> None:
+def test_plan_json_of_two_processes_is_that_of_one(store: tuple[Path, int]) -> None:
+    """The document reads every partition: the child's half is planned here for it."""
+    props, now = store
+    one = _document(props, now, split=False)
+    assert _document(props, now, split=True) == one
+    assert parallel.last_way == "two processes"
+
+
+def _crash() -> None:
     os.kill(os.getpid(), signal.SIGKILL)
 
 
-def _raise(_fd: int) -> None:
+def _raise() -> None:
     raise RuntimeError("the child failed")
 
 
-def _junk(fd: int) -> None:
-    os.write(fd, b'{"header": ["kafka"], "every_size": false, "dirs": [["/x", "/x", [], []]]}')
-    os._exit(0)
+def _disagree() -> None:
+    """The child sees an error the parent does not: the halves are of different plans."""
+    real = kafka_kind._errors
+
+    def errors(snapshot: Any, planned: Any) -> list[str]:
+        return [*real(snapshot, planned), "only the child sees this"]
+
+    kafka_kind._errors = errors  # in the child only
 
 
-def _garbage(fd: int) -> None:
-    os.write(fd, b"\x00not json")
-    os._exit(0)
-
-
-@pytest.mark.parametrize("hook", [_crash, _raise, _junk, _garbage])
+@pytest.mark.parametrize("fail", [_crash, _raise, _disagree])
 def test_a_failing_child_leaves_the_same_plan_text(
-    store: tuple[Path, int], hook: Callable[[int], None]
+    store: tuple[Path, int], fail: Callable[[], None], hook: Callable[..., None]
 ) -> None:
     props, now = store
     one = _plan(props, now, False, split=False)
-    assert _plan(props, now, False, split=True, child_hook=hook) == one
+    hook(fail)
+    assert _plan(props, now, False, split=True) == one
     assert parallel.last_way == "the child's half here"
 
 
-def test_below_the_threshold_one_process_plans(store: tuple[Path, int], tmp_path: Path) -> None:
+def test_below_the_threshold_one_process_plans(
+    store: tuple[Path, int], tmp_path: Path, hook: Callable[..., None]
+) -> None:
     props, now = store
+    marker = tmp_path / "child-ran"
+    hook(_marker(marker))
+    parallel.way("")
     kind = _kind(props)
     cleaner = Cleaner(kind, clock_ms=lambda: now, announce_proc_view=False)
-    marker = tmp_path / "child-ran"
-    _p, text = parallel.plan_and_render(kind, cleaner, child_hook=_marker(marker))
-    assert not marker.exists()
-    assert parallel.last_way == "one process"
+    with forked.one_off():  # 17 partitions: far below MIN_PARTITIONS
+        text = kind.render_plan(cleaner.plan())  # type: ignore[arg-type]
+    assert not marker.exists() and parallel.last_way == ""
     assert text == _plan(props, now, False, split=False)
+    # and never outside a one-off command (the daemon)
+    kind.render_plan(cleaner.plan())  # type: ignore[arg-type]
+    assert not marker.exists() and parallel.last_way == ""
 
 
 def _rescue(
-    props: Path,
-    now: int,
-    request: RescueRequest,
-    split: bool,
-    child_hook: Callable[[int], None] | None = None,
+    props: Path, now: int, request: RescueRequest, split: bool
 ) -> tuple[list[str], dict[str, object], list[tuple[str, str]], tuple[str, ...]]:
     """The report's lines, its document, the problems the round reports and its errors."""
+    parallel.way("")
     kind = _kind(props)
     kind.begin_rescue(request)
     cleaner = Cleaner(kind, clock_ms=lambda: now, announce_proc_view=False)
-    if split:
-        result = parallel.rescue_round(
-            kind, cleaner, dry_run=True, min_partitions=2, child_hook=child_hook
-        )
-        assert kind.owned is None and kind.lock_probes is None and kind.rescue_split is None
-    else:
+    with forked.one_off(at_least=0 if split else 1 << 62):
         result = cleaner.run_round(dry_run=True)
     report = kind.rescue_report()
     return list(report.lines), report.document, result.plan.problems(), result.plan.errors
@@ -173,14 +205,15 @@ def _targets(props: Path) -> list[RescueRequest]:
 
 
 def test_rescue_dry_run_of_two_processes_is_that_of_one(
-    store: tuple[Path, int], tmp_path: Path
+    store: tuple[Path, int], tmp_path: Path, hook: Callable[..., None]
 ) -> None:
     props, now = store
     for request in _targets(props):
         one = _rescue(props, now, request, split=False)
         marker = tmp_path / "child-ran"
         marker.unlink(missing_ok=True)
-        two = _rescue(props, now, request, split=True, child_hook=_marker(marker))
+        hook(_marker(marker))
+        two = _rescue(props, now, request, split=True)
         assert marker.read_text() == "forked"
         assert parallel.last_way == "two processes"
         assert two == one
@@ -189,27 +222,29 @@ def test_rescue_dry_run_of_two_processes_is_that_of_one(
     assert {p.rsplit("/", 2)[-2] for p, _why in problems} == {"audit-log-1", "orders-4"}
 
 
-@pytest.mark.parametrize("hook", [_crash, _raise, _garbage])
+@pytest.mark.parametrize("fail", [_crash, _raise, _disagree])
 def test_a_failing_child_leaves_the_same_rescue(
-    store: tuple[Path, int], hook: Callable[[int], None]
+    store: tuple[Path, int], fail: Callable[[], None], hook: Callable[..., None]
 ) -> None:
     props, now = store
     request = _targets(props)[0]
     one = _rescue(props, now, request, split=False)
-    assert _rescue(props, now, request, split=True, child_hook=hook) == one
+    hook(fail)
+    assert _rescue(props, now, request, split=True) == one
     assert parallel.last_way == "one process, after two did not fit"
 
 
-def test_beyond_retention_and_real_rescues_stay_in_one_process(
-    store: tuple[Path, int], tmp_path: Path
+def test_beyond_retention_stays_in_one_process(
+    store: tuple[Path, int], tmp_path: Path, hook: Callable[..., None]
 ) -> None:
     props, now = store
     request = replace(_targets(props)[0], beyond_retention=True)
     marker = tmp_path / "child-ran"
     one = _rescue(props, now, request, split=False)
-    assert _rescue(props, now, request, split=True, child_hook=_marker(marker)) == one
-    assert not marker.exists()
-    assert parallel.last_way == "one process"
+    hook(_marker(marker))
+    parallel.way("")
+    assert _rescue(props, now, request, split=True) == one
+    assert not marker.exists() and parallel.last_way == ""
 
 
 def test_a_log_dir_another_process_holds_is_plan_only_in_both_halves(
@@ -249,8 +284,9 @@ def test_two_log_dirs_each_split(tmpfs: Tmpfs) -> None:
     props = write_server_properties(tmpfs.path / "server.properties", dirs)
     now = spec.now_ms
     for every in (False, True):
-        assert _plan(props, now, every, split=True) == _plan(props, now, every, split=False)
+        two = _plan(props, now, every, split=True)
         assert parallel.last_way == "two processes"
+        assert two == _plan(props, now, every, split=False)
     for request in _targets(props):
         one = _rescue(props, now, request, split=False)
         assert _rescue(props, now, request, split=True) == one
