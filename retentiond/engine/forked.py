@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import os
 import pickle
+import select
 import signal
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
@@ -91,6 +92,14 @@ class Forked(Generic[T]):
                 os._exit(code)
         os.close(w)
         self.pid, self.fd = pid, r
+
+    def ready(self) -> bool:
+        """Whether the child's result (or its end) is there to read: ``result()`` waits no
+        longer for its work. The parent can use the time until then for something else."""
+        if self.fd < 0:
+            return True
+        readable, _, _ = select.select([self.fd], [], [], 0)
+        return bool(readable)
 
     def result(self) -> T:
         """The child's result; WorkerFailed when it has none."""
