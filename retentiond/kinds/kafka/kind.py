@@ -338,7 +338,7 @@ class Kafka(KafkaVoice):
         rnd: RoundServices,
         configs: Mapping[str, TopicConfig | None],
         progress: KafkaProgress,
-        other_text: PlanText | None = None,
+        other_text: tuple[PlanText | None, PlanText] | None = None,
     ) -> KafkaPlan:
         return KafkaPlan(
             now_ms=rnd.now_ms,
@@ -417,7 +417,9 @@ class Kafka(KafkaVoice):
         config_for: Callable[[str], TopicConfig | None],
         progress: KafkaProgress,
         keep: bool,
-    ) -> tuple[KafkaSnapshot, list[LogDirPlan], PlanText | None, ChildRescue | None]:
+    ) -> tuple[
+        KafkaSnapshot, list[LogDirPlan], tuple[PlanText | None, PlanText] | None, ChildRescue | None
+    ]:
         """This process's half planned while a forked child plans the other (``parallel``):
         the snapshot and plans of this half, the child's part of the text (``plan``) or of
         the rescue; the child's half, if its text is not used or it failed, planned here
@@ -445,9 +447,14 @@ class Kafka(KafkaVoice):
             child = None
         snapshot = self._rescan(root, split.parent)
         planned = self._plan_dirs(snapshot, rnd, config_for, progress, keep)
+        own_text = None
         if split.rescue:
             for p in planned:
                 _ = p.foreign  # this half's, worked out while the child is at work
+        elif child is not None and not child.ready():
+            # this half's part of plan's text while the child is at work (plan --json and
+            # --all do not use it: they are made from the whole)
+            own_text = plan_text(self._kafka_plan(snapshot, planned, rnd, {}, progress), own=True)
         got = None
         if child is not None:
             try:
@@ -474,7 +481,7 @@ class Kafka(KafkaVoice):
             return snapshot, planned, None, got
         if isinstance(got, PlanHalf) and got.errors == errors and isinstance(got.text, PlanText):
             way("two processes")
-            return snapshot, planned, got.text, None
+            return snapshot, planned, (own_text, got.text), None
         if split.rescue:
             raise _Whole("the child's half of the rescue did not come or does not fit")
         plan_theirs("")  # the child's half, here, now

@@ -41,10 +41,11 @@ from retentiond.kinds.kafka.storecheck import log_dir_problem
 
 # below this many partitions one process is as fast
 MIN_PARTITIONS = 2000
-# the share of the partitions the child takes: a little more than half, as this process
-# also joins the halves (plan: the texts; rescue: selects and reports)
-PLAN_CHILD_SHARE = 0.52
-RESCUE_CHILD_SHARE = 0.55
+# the share of the partitions the child takes, so that both halves end together: plan's
+# child renders its part as this process does, which then only joins the texts; a rescue's
+# child measures what its deletions hold, which this process then selects and reports
+PLAN_CHILD_SHARE = 0.51
+RESCUE_CHILD_SHARE = 0.47
 
 # how the last plan or rescue was made ("one process", "two processes", ...): for tests
 last_way = ""

@@ -125,9 +125,10 @@ class KafkaPlan:
     time_index_compat: bool = False  # largest timestamps come from the time index
     progress: KafkaProgress | None = None  # the consumer progress read (offsets)
     guard_unconsumed: bool = False  # retentiond.guard.unconsumed=keep
-    # plan made in two processes: the text of the other process's partitions (``plan``'s,
-    # not --all), a ``report.PlanText``; ``LogDirPlan.complete`` plans them here if needed
-    other_text: object | None = None
+    # a plan made in two processes: the parts of ``plan``'s text (not --all) of this
+    # process's partitions (None: not made yet) and of the other's, ``report.PlanText``s;
+    # ``LogDirPlan.complete`` plans the other's partitions here if something needs them
+    other_text: tuple[object | None, object] | None = None
 
     def largest_ms(self, p: PartitionPlan, i: int) -> int | None:
         """Segment ``i`` of ``p``'s largest timestamp as retention.ms judges it (its batches'

@@ -316,10 +316,13 @@ def render_plan(plan: KafkaPlan, *, all_queue_files: bool = False) -> str:
     made in two processes joins this one's text with the other's (``plan.other_text``);
     ``plan --all`` and parts that do not fit are rendered from the whole plan (the other
     process's partitions planned here)."""
-    other = plan.other_text
-    if isinstance(other, PlanText) and not all_queue_files:
-        try:
-            return join_text([plan_text(plan, own=True), other])
-        except ValueError:
-            pass
+    if plan.other_text is not None and not all_queue_files:
+        own, other = plan.other_text
+        if not isinstance(own, PlanText):
+            own = plan_text(plan, own=True)
+        if isinstance(other, PlanText):
+            try:
+                return join_text([own, other])
+            except ValueError:
+                pass
     return join_text([plan_text(plan, all_queue_files=all_queue_files)])
