@@ -68,6 +68,7 @@ from retentiond.kinds.kafka.rescue import (
     document,
     half_of,
     report_lines,
+    segment_allocated,
     select,
 )
 from retentiond.kinds.kafka.scan import LogDirSnapshot, Partition, scan_log_dir
@@ -448,9 +449,17 @@ class Kafka(KafkaVoice):
         snapshot = self._rescan(root, split.parent)
         planned = self._plan_dirs(snapshot, rnd, config_for, progress, keep)
         own_text = None
+        known: dict[str, int] = {}
         if split.rescue:
+            # while the child is at work: this half's foreign files, and the space each
+            # segment its plan hands over holds (what the rescue may take of it)
             for p in planned:
-                _ = p.foreign  # this half's, worked out while the child is at work
+                _ = p.foreign
+                if not p.errors:
+                    for q in p.own:
+                        for d in q.deletions:
+                            assert d.start_offset is not None
+                            known[d.path] = segment_allocated(q.partition, d.start_offset)
         elif child is not None and not child.ready():
             # this half's part of plan's text while the child is at work (plan --json and
             # --all do not use it: they are made from the whole)
@@ -478,6 +487,7 @@ class Kafka(KafkaVoice):
             p.complete = functools.partial(plan_theirs, p.path)
         if split.rescue and isinstance(got, ChildRescue) and got.errors == errors:
             way("two processes")
+            got.known = known
             return snapshot, planned, None, got
         if isinstance(got, PlanHalf) and got.errors == errors and isinstance(got.text, PlanText):
             way("two processes")
@@ -723,12 +733,10 @@ class Kafka(KafkaVoice):
             LogDirPlan(p.path, p.locked, p.own, (), p.errors, p.own_leftovers, p.guarded)
             for p in usable
         ]
-        halves = [half_of(p, self.server, config_for, now_ms) for p in mine]
-        known = {c[0]: c[-1] for h in halves for segs in h.partitions for c in segs}
         for p in planned:
             p.add_foreign(theirs.foreign.get(p.path, ()))
         selection = select(
-            mine, request, self.server, config_for, now_ms, halves=theirs.halves, known=known
+            mine, request, self.server, config_for, now_ms, halves=theirs.halves, known=theirs.known
         )
         self._rescue_state = (selection, request, True, [])
 

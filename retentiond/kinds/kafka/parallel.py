@@ -30,7 +30,7 @@ from __future__ import annotations
 import os
 import sys
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from retentiond.engine import forked
 from retentiond.kinds.kafka import formats as fm
@@ -45,7 +45,7 @@ MIN_PARTITIONS = 2000
 # child renders its part as this process does, which then only joins the texts; a rescue's
 # child measures what its deletions hold, which this process then selects and reports
 PLAN_CHILD_SHARE = 0.51
-RESCUE_CHILD_SHARE = 0.47
+RESCUE_CHILD_SHARE = 0.50
 
 # how the last plan or rescue was made ("one process", "two processes", ...): for tests
 last_way = ""
@@ -84,6 +84,8 @@ class ChildRescue:
     leftovers: int
     halves: dict[str, Half]
     foreign: dict[str, list[tuple[str, str]]]
+    # filled in by this process: the space of its own half's segments, by .log path
+    known: dict[str, int] = field(default_factory=dict)
 
 
 def way(how: str) -> None:
