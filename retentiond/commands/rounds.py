@@ -94,7 +94,12 @@ def _plan(args: argparse.Namespace) -> int:
 
     settings = load_settings_or_exit(args.config)
     # An incomplete view of /proc (a VM's init) is said only where it changed the plan.
-    cleaner = Cleaner(kind_for(settings), announce_proc_view=False)
+    kind = kind_for(settings)
+    # A one-off process: a kind may hand part of the plan to the second core (never a daemon).
+    apart = getattr(kind, "count_losses_apart", None)
+    if apart is not None:
+        apart()
+    cleaner = Cleaner(kind, announce_proc_view=False)
     with Progress("retentiond plan") as progress:
         progress.update("scanning and planning the store")
         plan = cleaner.plan(manual=args.manual)
