@@ -43,10 +43,10 @@ import time
 import uuid
 from collections import Counter
 from pathlib import Path
-from types import SimpleNamespace
 
 from retentiond.engine.cleaner import Cleaner
-from retentiond.kinds.kafka.config import load_server_properties
+from retentiond.kinds import kind_for, load_settings
+from retentiond.kinds.kafka.config import KafkaServer
 from retentiond.kinds.kafka.formats import LogSummary
 from retentiond.kinds.kafka.kind import Kafka
 from retentiond.kinds.kafka.plan import KafkaPlan, LogDirPlan
@@ -140,6 +140,16 @@ def prepare(root: Path, partitions: int, mix: str) -> tuple[Path, Path, int, flo
     return store.log_dir, props, now_ms, took
 
 
+def kafka_kind(props: Path) -> tuple[Kafka, KafkaServer]:
+    """The Kafka kind of ``server.properties`` and its server section, made as ``retentiond
+    plan`` makes it: the file read, validated and its log dir checked (``load_settings``),
+    then the registry's kind for those settings (``kind_for``)."""
+    kind = kind_for(load_settings(props))
+    if not isinstance(kind, Kafka):
+        raise SystemExit(f"{props}: not a Kafka configuration ({type(kind).__name__})")
+    return kind, kind.server
+
+
 def plan_text(
     props: Path, now_ms: int, gc_paused: bool = False, verdicts: bool = False
 ) -> tuple[str, Counter[str], list[float]]:
@@ -167,8 +177,7 @@ def _plan_text(
     props: Path, now_ms: int, count_verdicts: bool
 ) -> tuple[str, Counter[str], list[float]]:
     t0 = time.perf_counter()
-    server = load_server_properties(str(props))
-    kind = Kafka(SimpleNamespace(config_hash="bench"), server)  # type: ignore[arg-type]
+    kind, server = kafka_kind(props)
     snap = kind.scan(now_ms)
     t1 = time.perf_counter()
     configs: dict[str, object] = {}
@@ -197,7 +206,9 @@ def _plan_text(
     finally:
         for lock in kind.locks.values():
             lock.release()
-    plan = KafkaPlan(now_ms, "bench", tuple(planned), snap.metadata_source, snap.metadata_error)
+    plan = KafkaPlan(
+        now_ms, kind.settings.config_hash, tuple(planned), snap.metadata_source, snap.metadata_error
+    )
     t2 = time.perf_counter()
     text = kind.render_plan(plan)
     t3 = time.perf_counter()
@@ -213,9 +224,8 @@ def _plan_text(
 def plan_round_text(props: Path, now_ms: int) -> str:
     """``Kafka.plan_round`` in a plan round, made by the engine's ``Cleaner.plan`` as the CLI
     runs it (cyclic GC paused, no hold look-ups in plan mode), then rendered."""
-    server = load_server_properties(str(props))
-    kind = Kafka(SimpleNamespace(config_hash="bench"), server)  # type: ignore[arg-type]
-    plan = Cleaner(kind, clock_ms=lambda: now_ms).plan()  # type: ignore[arg-type]
+    kind, _server = kafka_kind(props)
+    plan = Cleaner(kind, clock_ms=lambda: now_ms).plan()
     return kind.render_plan(plan)  # type: ignore[arg-type]
 
 
@@ -299,8 +309,7 @@ def io_floor(props: Path, now_ms: int) -> tuple[float, float, str]:
     """The I/O the plan cannot avoid, with no parsing and no planning: ``scandir`` of every
     partition dir, then the ``.log`` reads (open, fstat, pread, close) and the ``lstat``s
     the plan did (learnt from one plan first). (wall s, CPU s, what was done)."""
-    server = load_server_properties(str(props))
-    kind = Kafka(SimpleNamespace(config_hash="bench"), server)  # type: ignore[arg-type]
+    kind, server = kafka_kind(props)
     snap = kind.scan(now_ms, executes=False)
     for ld, _locked in snap.log_dirs:
         for p in ld.partitions:

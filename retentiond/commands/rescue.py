@@ -63,6 +63,7 @@ def cmd_rescue(args: argparse.Namespace) -> int:
 
 
 def _rescue(args: argparse.Namespace) -> int:
+    from retentiond.engine import forked
     from retentiond.engine.cleaner import Cleaner
     from retentiond.engine.rescue import RescueRequest, Rescues
     from retentiond.kinds import kind_for
@@ -90,7 +91,10 @@ def _rescue(args: argparse.Namespace) -> int:
     kind.begin_rescue(request)
     cleaner = Cleaner(kind, journal=journal, announce_proc_view=False)
     try:
-        result = cleaner.run_round(dry_run=dry_run)
+        # a one-off process: a kind may share its deciding with a forked child; the deletions
+        # stay here, in order, journaled first
+        with forked.one_off():
+            result = cleaner.run_round(dry_run=dry_run)
     finally:
         if journal is not None:
             journal.close()

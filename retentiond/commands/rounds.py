@@ -90,17 +90,14 @@ def cmd_plan(args: argparse.Namespace) -> int:
 
 def _plan(args: argparse.Namespace) -> int:
     from retentiond.commands.progress import Progress
+    from retentiond.engine import forked
     from retentiond.engine.cleaner import Cleaner
 
     settings = load_settings_or_exit(args.config)
     # An incomplete view of /proc (a VM's init) is said only where it changed the plan.
-    kind = kind_for(settings)
-    # A one-off process: a kind may hand part of the plan to the second core (never a daemon).
-    apart = getattr(kind, "count_losses_apart", None)
-    if apart is not None:
-        apart()
-    cleaner = Cleaner(kind, announce_proc_view=False)
-    with Progress("retentiond plan") as progress:
+    cleaner = Cleaner(kind_for(settings), announce_proc_view=False)
+    # a one-off process: a kind may share its work with a forked child (never in a daemon)
+    with Progress("retentiond plan") as progress, forked.one_off():
         progress.update("scanning and planning the store")
         plan = cleaner.plan(manual=args.manual)
         progress.update("writing the plan")

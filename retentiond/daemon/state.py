@@ -117,8 +117,10 @@ class DaemonState(RoundListener):
             self.last_fields = fields
             self.triggers = fields.get("triggers")  # type: ignore[assignment]
             self.pending_expired = fields.get("pending_expired")  # type: ignore[assignment]
+            # what the document shows elsewhere: the triggers and expired files at the top,
+            # the disk figures under the kind's ``disk`` (``status_settings``)
             self.scan_fields = {
-                k: v for k, v in fields.items() if k not in ("triggers", "pending_expired")
+                k: v for k, v in fields.items() if k not in ("triggers", "pending_expired", "disk")
             }
 
     def round_done(self, result: RoundResult, kind: AnyKind) -> None:

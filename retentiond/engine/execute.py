@@ -142,13 +142,15 @@ class Executor:
     # ---- one file -----------------------------------------------------------------------
     def _record(self, d: Decision, ctx: RoundContext, op_id: str) -> dict[str, object]:
         now = ctx.now_ms()
+        own = self.kind.journal_fields(d, now)
+        age_ms = own.pop("age_ms", None)  # the kind's own age of the data, put in its place
         rec: dict[str, object] = {
             "id": op_id,
             "time_ms": now,
             "kind": str(d.kind),
             "file": d.path,
             "reason": str(d.reason),
-            **self.kind.journal_fields(d, now),
+            **own,
             "dry_run": ctx.dry_run,
             "disk_ratio_before": ctx.disk_ratio_before,
             "config_hash": ctx.config_hash,
@@ -156,7 +158,7 @@ class Executor:
         if d.identity is not None:
             rec["bytes"] = d.identity.size
             rec["mtime_ms"] = d.identity.mtime_ms
-            rec["age_ms"] = now - d.identity.mtime_ms
+            rec["age_ms"] = now - d.identity.mtime_ms if age_ms is None else age_ms
         for key in ("start_offset", "end_offset", "topic", "queue_id"):
             value = getattr(d, key)
             if value is not None:

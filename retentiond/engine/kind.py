@@ -309,7 +309,10 @@ class StoreKind(KindVoice, Protocol[SnapshotT, PlanT]):
         ...
 
     def status_fields(self, plan: PlanT, deleted: frozenset[str]) -> dict[str, object]:
-        """What ``status`` shows of the last scan (RocketMQ: triggers, expired files left)."""
+        """What ``status`` shows of the last scan (RocketMQ: triggers, expired files left;
+        Kafka: plan-only log dirs, verdict counts). Keys other than ``triggers``,
+        ``pending_expired`` and ``disk`` (figures ``status_settings`` shows under ``disk``)
+        are the document's ``scan`` section."""
         ...
 
     def store_stats(
@@ -335,7 +338,8 @@ class StoreKind(KindVoice, Protocol[SnapshotT, PlanT]):
     ) -> dict[str, object]:
         """Its part of the status document that follows the settings in force (a reload shows
         at once, before the next round) and the last scan's ``status_fields`` (None before
-        the first): RocketMQ's ``delete_when`` and ``disk`` section."""
+        the first): ``delete_when`` and the ``disk`` section (the disk figures against the
+        kind's thresholds)."""
         ...
 
     def log_fields(self, scan: StatusDoc, manual_rounds_left: int) -> dict[str, object]:
@@ -369,7 +373,10 @@ class StoreKind(KindVoice, Protocol[SnapshotT, PlanT]):
         ...
 
     def journal_fields(self, decision: Decision, now_ms: int) -> dict[str, object]:
-        """The kind's part of an ``intent``/``deletion`` record (``forced`` at least)."""
+        """The kind's part of an ``intent``/``deletion`` record (``forced`` at least). An
+        ``age_ms`` among them is the age of the file's data where the kind judges it by
+        something other than the mtime (Kafka: a segment's largest timestamp); the engine
+        writes it in place of ``time_ms - mtime_ms``."""
         ...
 
 

@@ -95,9 +95,11 @@ def _encoded(value: str) -> str:
     return got
 
 
-def encode_decision(d: Decision, now_ms: int, pad: str) -> str:
+def encode_decision(d: Decision, now_ms: int, pad: str, age_ms: int | None = None) -> str:
     """``Decision.as_dict(now_ms)`` as ``json.dumps(indent=2)`` writes it at indent ``pad``,
-    without the dict: the same keys in the same order, absent ones left out."""
+    without the dict: the same keys in the same order, absent ones left out. ``age_ms``:
+    the age to write where the kind measures it from something other than the mtime (a
+    Kafka segment's largest timestamp); by default ``now_ms - mtime_ms``."""
     k = ",\n" + pad + '  "'
     ident = d.identity
     try:
@@ -119,15 +121,17 @@ def encode_decision(d: Decision, now_ms: int, pad: str) -> str:
         and d.loss is None
     ):  # a queue file: the shape of most rows, written at once
         mtime = ident.mtime_ms
+        age = now_ms - mtime if age_ms is None else age_ms
         return (
-            f'{head}{k}bytes": {ident.size}{k}mtime_ms": {mtime}{k}age_ms": {now_ms - mtime}'
+            f'{head}{k}bytes": {ident.size}{k}mtime_ms": {mtime}{k}age_ms": {age}'
             f'{k}start_offset": {start}{k}end_offset": {end}'
             f'{k}topic": {encode_basestring_ascii(topic)}{k}queue_id": {queue_id}\n{pad}}}'
         )
     parts = [head]
     if ident is not None:
         mtime = ident.mtime_ms
-        parts.append(f'{k}bytes": {ident.size}{k}mtime_ms": {mtime}{k}age_ms": {now_ms - mtime}')
+        age = now_ms - mtime if age_ms is None else age_ms
+        parts.append(f'{k}bytes": {ident.size}{k}mtime_ms": {mtime}{k}age_ms": {age}')
     for key in ("start_offset", "end_offset", "topic", "queue_id", "detail"):
         value = getattr(d, key)
         if value is not None:

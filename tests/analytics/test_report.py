@@ -190,7 +190,7 @@ def _artefacts(tmp_path: Path) -> list[Path]:
 
 def test_report_in_a_browser(demo, tmp_path: Path) -> None:
     from tests.analytics.report_browser import opened
-    from tests.e2e.browser import chromium
+    from tests.helpers.browser import chromium
 
     need(chromium() is not None, "chromium is missing (apt-get install chromium)")
     html_path = (demo["out"] / "report" / "report.html").resolve()

@@ -557,7 +557,8 @@ def test_report_reads_in_order_and_renders_in_a_browser(fleet, analysis, tmp_pat
     """What it read, what needs action, the kinds side by side, per cluster, the top
     offenders, the fleet, the full tables; opened in headless Chromium, every image decodes
     and the console stays clean."""
-    from tests.e2e.browser import chromium, open_page
+    from tests.e2e.browser import open_page
+    from tests.helpers.browser import chromium
 
     out, _ = analysis
     text = (out / "report" / "report.md").read_text()

@@ -89,7 +89,8 @@ def test_kafka_journal_through_ship_and_analyze(tmp_path: Path) -> None:
         f" FROM read_parquet('{out}/fleet_summary/**/*.parquet')"
     ).fetchall()
     assert (latest, warning) == (ratios[-1], 0.9)
-    # effective retention: the segments' age at deletion (by mtime, as a CommitLog file's);
+    # effective retention: the segments' age at deletion (the journal's age_ms: from the
+    # largest timestamp retention.ms judged);
     # no configured figure, Kafka's retention is per topic
     ages = sorted(r["age_ms"] for r in journaled)
     assert p50 == pytest.approx((ages[5] + ages[6]) / 2 / 3_600_000) and configured is None

@@ -570,12 +570,13 @@ def test_rocketmq_daemon(tmp_path: Path, tmpfs: Tmpfs, short_dir: Path) -> None:
     check("daemon/rocketmq.metrics.txt", normalise(metric_names_and_labels(metrics), paths))
 
 
-def test_kafka_daemon(tmp_path: Path, short_dir: Path) -> None:
-    log_dir, _ = kafka_log_dir(tmp_path, "retention_ms", int(time.time() * 1000))
+def test_kafka_daemon(tmp_path: Path, tmpfs: Tmpfs, short_dir: Path) -> None:
+    # on the small tmpfs: its disk state is the test's, not the host's
+    log_dir, _ = kafka_log_dir(tmpfs.path, "retention_ms", int(time.time() * 1000))
     config = write_kafka_config(
         tmp_path,
         log_dir,
-        tmp_path / "topics.yaml",
+        tmpfs.path / "topics.yaml",
         "log.retention.check.interval.ms=3600000",
         f"retentiond.initialDelay={FIRST_ROUND_MS}",
         "retentiond.metrics.listen=127.0.0.1:0",
@@ -586,7 +587,7 @@ def test_kafka_daemon(tmp_path: Path, short_dir: Path) -> None:
         status, metrics = daemon_outputs(daemon)
     finally:
         daemon.kill()
-    paths = {tmp_path: "<tmp>", short_dir: "<sockdir>"}
+    paths = {tmpfs.path: "<tmpfs>", tmp_path: "<tmp>", short_dir: "<sockdir>"}
     check("daemon/kafka.status.json", normalise(status, paths, host_disk=True))
     check(
         "daemon/kafka.metrics.txt",

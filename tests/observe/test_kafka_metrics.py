@@ -1,6 +1,7 @@
 """A Kafka log dir's figures on ``/metrics``: the disk series the shared disk alerts read
 (used ratio, the warning threshold, the state among ``ok`` and ``warning_level`` only) on a
-real tmpfs filled to a known ratio, and the verdict counts `status` shows, after a real round."""
+real tmpfs filled to a known ratio, and the verdict counts `status` shows, after a real round;
+`status` (``--json`` and text) shows each log dir's disk as the last round found it."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from typing import Any
 from prometheus_client import CollectorRegistry
 
 from retentiond.daemon.state import DaemonState
+from retentiond.daemon.statustext import render
 from retentiond.engine.cleaner import Cleaner
 from retentiond.journal.writer import Journal, Origin
 from retentiond.kinds import kind_for, load_settings
@@ -24,9 +26,10 @@ BASE = {"cluster": "kafkawire-test", "broker": "3"}
 
 
 class KafkaRig:
-    def __init__(self, tmp: Path, log_dir: Path, **keys: str) -> None:
-        build_log_dir(log_dir, int(time.time() * 1000))
-        config = write_config(tmp, [log_dir], **keys)
+    def __init__(self, tmp: Path, log_dir: Path, *more_dirs: Path, **keys: str) -> None:
+        for d in (log_dir, *more_dirs):
+            build_log_dir(d, int(time.time() * 1000))
+        config = write_config(tmp, [log_dir, *more_dirs], **keys)
         self.settings = load_settings(config)
         kind = kind_for(self.settings)
         self.journal = Journal(tmp / "journal", Origin("c", "b", "host", str(log_dir)))
@@ -124,5 +127,66 @@ def test_the_verdict_counts_of_status_are_exported(tmp_path: Path) -> None:
             verdict, reason = key.split(":")
             expected[(("reason", reason), ("verdict", verdict))] = float(n)
         assert rig.samples("retentiond_scan_files") == expected
+    finally:
+        rig.journal.close()
+
+
+def test_status_shows_each_log_dirs_disk_against_the_warning_level(
+    tmp_path: Path, tmpfs: Tmpfs
+) -> None:
+    log_dir = tmpfs.path / "kafka-logs"
+    rig = KafkaRig(tmp_path, log_dir)
+    try:
+        assert rig.status()["disk"] == {
+            "log_dirs": None,
+            "state": None,
+            "warning_level_ratio": DISK_WARNING_RATIO,
+        }
+        assert "disk      not measured yet (warning level above 0.90)" in render(rig.status())
+        tmpfs.fill_to(0.5)
+        rig.round()
+        doc = rig.status()
+        disk = doc["disk"]
+        [entry] = disk["log_dirs"]
+        assert entry.keys() == {
+            "path", "ratio", "total_bytes", "used_bytes", "avail_bytes", "error"
+        }  # fmt: skip
+        assert entry["path"] == str(log_dir) and entry["error"] is None
+        assert 0.5 <= entry["ratio"] < 0.6
+        total, used, avail = entry["total_bytes"], entry["used_bytes"], entry["avail_bytes"]
+        assert total == tmpfs.usage()[1] and 0.5 * total <= used <= total - avail
+        assert disk["state"] == "ok" and disk["warning_level_ratio"] == DISK_WARNING_RATIO
+        assert "disk" not in doc["scan"]  # shown once, under "disk"
+        text = render(doc)
+        assert "disk      ok (warning level above 0.90)" in text
+        assert f"          {log_dir}: used {entry['ratio']:.2f}, " in text
+
+        tmpfs.fill_to(0.95)
+        rig.round()
+        disk = rig.status()["disk"]
+        assert disk["log_dirs"][0]["ratio"] > DISK_WARNING_RATIO
+        assert disk["state"] == "warning_level"  # as retentiond_disk_state
+        assert "disk      warning_level (warning level above 0.90)" in render(rig.status())
+    finally:
+        rig.journal.close()
+
+
+def test_a_log_dir_that_cannot_be_measured_is_named_in_status(tmp_path: Path) -> None:
+    """One of two log dirs gone after the configuration was loaded: status names it with why
+    it has no figures, shows the other's, and never calls the disk ok."""
+    here, gone = tmp_path / "logs-a", tmp_path / "logs-b"
+    rig = KafkaRig(tmp_path, here, gone)
+    try:
+        gone.rename(tmp_path / "elsewhere")
+        rig.round()
+        disk = rig.status()["disk"]
+        measured, missing = disk["log_dirs"]
+        assert measured["path"] == str(here) and measured["ratio"] is not None
+        assert missing["path"] == str(gone) and missing["ratio"] is None
+        assert missing["error"] == "path does not exist"
+        assert disk["state"] is None
+        text = render(rig.status())
+        assert "disk      unknown (warning level above 0.90)" in text
+        assert f"          {gone}: not measured: path does not exist" in text
     finally:
         rig.journal.close()

@@ -55,7 +55,7 @@ from retentiond.kinds.kafka.offsets import (
     read_progress,
     with_loss,
 )
-from retentiond.kinds.kafka.plan import KafkaPlan, LogDirPlan
+from retentiond.kinds.kafka.plan import KafkaPlan, LogDirPlan, known_largest
 from retentiond.kinds.kafka.policy import PartitionPlan, TopicConfig, keep_all, plan_partition
 from retentiond.kinds.kafka.report import render_plan
 from retentiond.kinds.kafka.rescue import (
@@ -74,6 +74,11 @@ from retentiond.text.units import zone_name
 
 DISK_WARNING_RATIO = DEFAULT_DISK_WARNING_RATIO  # retentiond.kafka.diskWarningRatio's default
 DISK_STATES = ("ok", "warning_level")  # RocketMQ's over_max_ratio and clean_forcibly: never
+
+
+def _disk_entry(usage: PathUsage) -> dict[str, object]:
+    """One log dir's filesystem in ``status`` (``usage_record`` without the role)."""
+    return {k: v for k, v in usage_record("log_dir", usage).items() if k != "role"}
 
 
 def disk_state(ratios: Sequence[float | None], limit: float) -> str | None:
@@ -145,6 +150,9 @@ class Kafka(KafkaVoice):
         # each log dir's filesystem as the last scan found it, before any deletion (as
         # RocketMQ's round judges its disk): the round record's ``disk``
         self.last_disk: tuple[PathUsage, ...] = ()
+        # the largest timestamp of each segment being deleted, where the plan knows it: the
+        # journal's age_ms counts from it, as the plan's does (``journal_fields``)
+        self._largest: dict[str, int] = {}
 
     def reconfigure(self, settings: Settings[StoreSection]) -> None:
         """A reload: new retention values from the next round on. The log dirs cannot
@@ -523,6 +531,7 @@ class Kafka(KafkaVoice):
             run = tuple(d for d in prefix if d.delete)
             if not run:
                 continue
+            self._largest = self._largest_of(plan)
             if rnd.executes:
                 try:
                     prepare_partition(plan, result, whole=len(run) == len(plan.deletions))
@@ -537,9 +546,29 @@ class Kafka(KafkaVoice):
             for base in went:
                 remove_companions(plan, base, result)
             changed |= finish_partition(plan, went, lso_entries)
+        self._largest = {}
         if changed:
             write_log_start_checkpoint(ld, lso_entries)
         return (*failed, *result.errors)  # the round's errors: logged, counted, shown
+
+    def _largest_of(self, plan: PartitionPlan) -> dict[str, int]:
+        """The largest timestamp of each segment ``plan`` deletes, where it is known without
+        a read: what the time pass judged (``known_largest``, as ``plan --json`` shows it),
+        the batches' largest that ``rescue`` ordered a beyond-retention deletion by."""
+        out: dict[str, int] = {}
+        compat = self.server.time_index_compat
+        for i, d in enumerate(plan.head[: plan.prefix]):
+            if not d.delete:
+                continue
+            if d.reason is Reason.RESCUE_BEYOND_RETENTION:
+                s = plan.partition.made[i]
+                known = None if s is None else s.known_largest(False)
+                ts = None if known is None else known[0]
+            else:
+                ts = known_largest(plan, i, compat)
+            if ts is not None:
+                out[d.path] = ts
+        return out
 
     def redelete_candidate(self, now_ms: int, held: Mapping[str, HeldFile]) -> Decision | None:
         return None  # Kafka has no reDeleteHangedFile
@@ -604,7 +633,14 @@ class Kafka(KafkaVoice):
         return render_plan(plan, all_queue_files=all_queue_files)
 
     def status_fields(self, plan: KafkaPlan, deleted: frozenset[str]) -> dict[str, object]:
-        return {"plan_only_log_dirs": plan.plan_only_dirs(), "reasons": plan.reason_counts()}
+        """The plan-only log dirs and the verdict counts; ``disk``: each log dir's filesystem
+        as the round found it before deleting (``last_disk``, the round record's figures),
+        which ``status_settings`` shows against the warning level."""
+        return {
+            "plan_only_log_dirs": plan.plan_only_dirs(),
+            "reasons": plan.reason_counts(),
+            "disk": [_disk_entry(u) for u in self.last_disk],
+        }
 
     def store_stats(
         self, plan: KafkaPlan, deleted: frozenset[str], previous: StoreStats | None
@@ -684,12 +720,27 @@ class Kafka(KafkaVoice):
     def status_settings(
         self, settings: Settings[StoreSection], scan: StatusDoc | None
     ) -> dict[str, object]:
-        """Kafka has no hour of day and no disk states: both keys are null."""
-        return {"delete_when": None, "disk": None}
+        """Kafka has no hour of day (``delete_when`` is null). ``disk``: each log dir's
+        filesystem as the last round found it (null before the first), the disk state those
+        figures give against ``retentiond.kafka.diskWarningRatio`` in force (as
+        ``retentiond_disk_state``: ``warning_level`` when a dir is strictly above it, ``ok``
+        when every dir was measured and none is, null otherwise) and that ratio."""
+        limit = kafka_of(settings).store.disk_warning_ratio
+        measured = (scan or {}).get("disk")
+        dirs = measured if isinstance(measured, list) else None
+        state = None
+        if dirs is not None:
+            ratios = [d.get("ratio") if isinstance(d, Mapping) else None for d in dirs]
+            state = disk_state([r if isinstance(r, float) else None for r in ratios], limit)
+        return {
+            "delete_when": None,
+            "disk": {"log_dirs": dirs, "state": state, "warning_level_ratio": limit},
+        }
 
     def log_fields(self, scan: StatusDoc, manual_rounds_left: int) -> dict[str, object]:
-        """What the scan reported (its plan-only log dirs), the verdict counts left out."""
-        return {k: v for k, v in scan.items() if k != "reasons"}
+        """What the scan reported (its plan-only log dirs), the verdict counts and the disk
+        figures left out."""
+        return {k: v for k, v in scan.items() if k not in ("reasons", "disk")}
 
     def info_labels(self, settings: Settings[StoreSection]) -> dict[str, str]:
         """The broker-wide retention (a topic's own config may differ)."""
@@ -757,6 +808,10 @@ class Kafka(KafkaVoice):
         }
         if decision.kind is not Kind.PARTITION_DIR:
             fields["base_offset"] = decision.start_offset
+            largest = self._largest.get(decision.path)
+            if largest is not None:
+                # the data's age as retention.ms judges it (the engine puts it in its place)
+                fields["age_ms"] = now_ms - largest
         if decision.loss is not None:
             fields["loss"] = decision.loss.as_dict()
         if self.rescue_request is not None:

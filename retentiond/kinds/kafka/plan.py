@@ -16,6 +16,19 @@ from retentiond.text.jsonstream import Rows, encode_decision
 from retentiond.text.units import iso_time
 
 
+def known_largest(p: PartitionPlan, i: int, time_index_compat: bool) -> int | None:
+    """Segment ``i`` of ``p``'s largest timestamp as the plan judged it (``Segment.
+    known_largest``: the time index's with ``time_index_compat``, but never for the active
+    segment), if it is known without any I/O: every segment the time pass examined, the first
+    one kept, the active one. The age of a segment's data (``age_ms``) counts from it."""
+    s = p.partition.made[i]
+    if s is None:
+        return None
+    active = i == len(p.partition.bases) - 1
+    known = s.known_largest(time_index_compat and not active)
+    return None if known is None else known[0]
+
+
 class LogDirPlan:
     """One log dir's partitions planned. ``foreign`` (what the dir holds that is no Kafka
     file) is taken from the snapshot when first asked for: the daemon reports it, a plan
@@ -65,19 +78,23 @@ class KafkaPlan:
     progress: KafkaProgress | None = None  # the consumer progress read (offsets)
     guard_unconsumed: bool = False  # retentiond.guard.unconsumed=keep
 
-    def expires_ms(self, p: PartitionPlan, i: int) -> int | None:
+    def largest_ms(self, p: PartitionPlan, i: int) -> int | None:
+        """Segment ``i`` of ``p``'s largest timestamp as retention.ms judges it (its batches'
+        largest, else its mtime; the time index's last entry with ``time_index_compat``),
+        if it is known without a read: ``known_largest``."""
+        return known_largest(p, i, self.time_index_compat)
+
+    def expires_ms(self, p: PartitionPlan, i: int, largest: int | None = None) -> int | None:
         """When segment ``i`` of ``p`` is past retention.ms (Kafka: ``now - largest >
-        retention.ms``, so one ms after), if its largest timestamp is known without a read;
-        None for a topic with no time limit."""
+        retention.ms``, so one ms after), if its largest timestamp is known without a read
+        (``largest``, when the caller has it already); None for a topic with no time
+        limit."""
         retention = self.retention_ms.get(p.partition.topic)
         if retention is None:
             return None
-        s = p.partition.made[i]
-        if s is None:
-            return None
-        active = i == len(p.partition.bases) - 1
-        known = s.known_largest(self.time_index_compat and not active)
-        return None if known is None else known[0] + retention + 1
+        if largest is None:
+            largest = self.largest_ms(p, i)
+        return None if largest is None else largest + retention + 1
 
     def partitions(self, ld: LogDirPlan) -> list[PartitionPlan]:
         """A log dir's partitions by topic, then partition number."""
@@ -118,7 +135,10 @@ class KafkaPlan:
         row = {
             ("partition" if k == "queue_id" else k): v for k, v in d.as_dict(self.now_ms).items()
         }
-        expires = self.expires_ms(p, i)
+        largest = self.largest_ms(p, i)
+        if largest is not None and "age_ms" in row:
+            row["age_ms"] = self.now_ms - largest  # what retention.ms judges, not the mtime
+        expires = self.expires_ms(p, i, largest)
         if expires is not None:
             row["expires_ms"] = expires
         return row
@@ -143,8 +163,10 @@ class KafkaPlan:
                 key = f'\n{pad}  "queue_id": '
                 named = f'\n{pad}  "partition": '
                 for i, d in enumerate(p.decisions):
-                    text = encode_decision(d, now, pad).replace(key, named)
-                    expires = self.expires_ms(p, i)
+                    largest = self.largest_ms(p, i)
+                    age = None if largest is None else now - largest
+                    text = encode_decision(d, now, pad, age).replace(key, named)
+                    expires = self.expires_ms(p, i, largest)
                     if expires is not None:
                         text = f'{text[: -len(pad) - 2]},\n{pad}  "expires_ms": {expires}\n{pad}}}'
                     yield f",\n{pad}{text}"

@@ -8,11 +8,43 @@ from collections.abc import Mapping
 from typing import ClassVar
 
 from retentiond.engine.kind import StatusDoc
+from retentiond.text.units import human_bytes
 
 
 def _strings(doc: StatusDoc, key: str) -> list[str]:
     value = doc.get(key)
     return [str(v) for v in value] if isinstance(value, list) else []
+
+
+def _ratio(value: object) -> str:
+    return f"{value:.2f}" if isinstance(value, int | float) else "n/a"
+
+
+def _int(value: object) -> int | None:
+    return value if isinstance(value, int) else None
+
+
+def _disk_lines(doc: StatusDoc) -> list[str]:
+    """The disk state against the warning level, then each log dir's filesystem as the last
+    round found it."""
+    disk = doc.get("disk")
+    d = disk if isinstance(disk, Mapping) else {}
+    dirs = d.get("log_dirs")
+    warning = f"warning level above {_ratio(d.get('warning_level_ratio'))}"
+    if not isinstance(dirs, list):
+        return [f"disk      not measured yet ({warning})"]
+    lines = [f"disk      {d.get('state') or 'unknown'} ({warning})"]
+    for entry in dirs:
+        e = entry if isinstance(entry, Mapping) else {}
+        if e.get("ratio") is None:
+            lines.append(f"          {e.get('path')}: not measured: {e.get('error')}")
+            continue
+        lines.append(
+            f"          {e.get('path')}: used {_ratio(e.get('ratio'))}, "
+            f"{human_bytes(_int(e.get('avail_bytes')))} available of "
+            f"{human_bytes(_int(e.get('total_bytes')))}"
+        )
+    return lines
 
 
 class KafkaVoice:
@@ -30,7 +62,7 @@ class KafkaVoice:
     @staticmethod
     def status_lines(doc: StatusDoc, manual_line: str) -> list[str]:
         """Which log dirs a round may delete from (the broker holds .lock on the others:
-        plan-only) and the verdicts of the last scan."""
+        plan-only), their disks and the verdicts of the last scan."""
         lines = []
         plan_only = set(_strings(doc, "plan_only_log_dirs"))
         for i, d in enumerate(_strings(doc, "log_dirs")):
@@ -40,6 +72,7 @@ class KafkaVoice:
                 else "deletes while the broker is stopped (the round holds .lock)"
             )
             lines.append(f"{'log dirs' if i == 0 else '':<10}{d}: {state}")
+        lines.extend(_disk_lines(doc))
         scan = doc.get("scan")
         reasons = scan.get("reasons") if isinstance(scan, Mapping) else None
         counts = reasons if isinstance(reasons, Mapping) else {}

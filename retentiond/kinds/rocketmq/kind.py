@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from retentiond.config.settings import Settings, StoreSection
+from retentiond.engine import forked
 from retentiond.engine.decision import Decision
 from retentiond.engine.execute import open_dir_below
 from retentiond.engine.figures import DiskFigures, StoreStats
@@ -47,7 +48,6 @@ from retentiond.kinds.rocketmq.commitlog import (
 from retentiond.kinds.rocketmq.config import RocketMQStore, rocketmq_of
 from retentiond.kinds.rocketmq.disk import DiskUsage, measure, round_fields
 from retentiond.kinds.rocketmq.figures import disk_figures, status_fields, store_stats
-from retentiond.kinds.rocketmq.forked import Forked, WorkerFailed
 from retentiond.kinds.rocketmq.frontiers import Frontiers
 from retentiond.kinds.rocketmq.holds import HoldRules, hold_commitlog, hold_queues, hold_timerlog
 from retentiond.kinds.rocketmq.loss import GroupPolicy, commitlog_losses
@@ -58,7 +58,7 @@ from retentiond.kinds.rocketmq.plan import (
     QueuesPlan,
     TimerLogPlan,
 )
-from retentiond.kinds.rocketmq.progress import ConsumerProgress, read_progress
+from retentiond.kinds.rocketmq.progress import CONSUMER_OFFSET, ConsumerProgress, read_progress
 from retentiond.kinds.rocketmq.queues import plan_queues
 from retentiond.kinds.rocketmq.reader import (
     BinaryReader,
@@ -89,6 +89,9 @@ _LossResult = tuple[
     dict[str, list[int | None]],
     dict[str, tuple[int, int]],
 ]
+# A consumerOffset.json from this size on (about 10,000 queue offsets) is read and its losses
+# counted in a forked child while a plan walks the queues (``_start_loss_worker``).
+FORK_PROGRESS_BYTES = 100_000
 RECOUNT_AHEAD_MS = 60_000  # the groups at risk in files that go later: recounted at most this often
 
 
@@ -155,7 +158,6 @@ class RocketMQ(RocketMQVoice):
         # Values from the cache file by queue directory, until a remembering round has
         # planned every queue (then the memo holds what was verified).
         self.loaded_values: LoadedValues | None = None
-        self._fork_loss = False  # count_losses_apart
 
     def _scan_cache_path(self) -> Path | None:
         """Beside the journal: the configured journal directory, else the journal's default
@@ -343,24 +345,27 @@ class RocketMQ(RocketMQVoice):
                 scancache.trim_heap()
         return qp, tl, queue_errors
 
-    def count_losses_apart(self) -> None:
-        """Count the CommitLog deletions' losses in a forked child while the queues are
-        planned (``forked``): for a one-off ``plan`` only, never a daemon's rounds."""
-        self._fork_loss = True
-
     def _start_loss_worker(
         self, cl: CommitLogPlan, rnd: RoundServices
-    ) -> Forked[_LossResult] | None:
-        """The child that reads the consumer progress and counts the deletions' losses, when
-        nothing of the rest of the round depends on them: a plan (nothing remembered) with
-        neither guard keeping files, so the losses change no verdict. None: counted here."""
+    ) -> forked.Forked[_LossResult] | None:
+        """The child that reads the consumer progress and counts the deletions' losses while
+        the queues are planned, when nothing of the rest of the round depends on them: in a
+        one-off command (``forked.allowed``: ``plan``) that remembers nothing, with neither
+        guard keeping files (the losses then change no verdict), with deletions to count and
+        a progress file worth it. None: counted here."""
         s = self.settings
         if (
-            not self._fork_loss
-            or rnd.remembers
+            rnd.remembers
             or s.daemon.guard_unconsumed == "keep"
             or s.daemon.guard_timers == "keep"
+            or not cl.deletions()
         ):
+            return None
+        try:
+            size = os.stat(s.store.store_path_root_dir / "config" / CONSUMER_OFFSET).st_size
+        except OSError:
+            return None
+        if not forked.allowed(size, FORK_PROGRESS_BYTES):
             return None
         now_ms = rnd.now_ms
 
@@ -376,17 +381,17 @@ class RocketMQ(RocketMQVoice):
             )
 
         try:
-            return Forked(count)
-        except WorkerFailed:
+            return forked.Forked(count)
+        except forked.WorkerFailed:
             return None
 
     def _loss_from_worker(
-        self, worker: Forked[_LossResult], cl: CommitLogPlan, now_ms: int
+        self, worker: forked.Forked[_LossResult], cl: CommitLogPlan, now_ms: int
     ) -> tuple[CommitLogPlan, tuple[tuple[str, str], ...]]:
         """The child's count put on the plan; counted here when the child has none."""
         try:
             losses, problems, progress, last_loss, risk, moves = worker.result()
-        except WorkerFailed:
+        except forked.WorkerFailed:
             return self._with_loss(cl, now_ms)
         if len(losses) != len(cl.decisions):
             return self._with_loss(cl, now_ms)

@@ -1,6 +1,6 @@
 """``plan`` counts the CommitLog deletions' losses in a forked child while it plans the queues
-(``kinds.rocketmq.forked``): the plan is the same as one counted in a single process, and a
-child that fails leaves the count to the parent, never a plan without it.
+(``engine.forked``): the plan is the same as one counted in a single process, and a child
+that fails leaves the count to the parent, never a plan without it.
 
 Real files: a generated store with groups caught up, a few messages behind, far behind and
 from the start (one disabled), its progress written byte-exactly by the test-only writer.
@@ -11,16 +11,15 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
-import signal
 import time
 from pathlib import Path
 
 import pytest
 
+from retentiond.engine import forked
 from retentiond.engine.cleaner import Cleaner
 from retentiond.kinds import kind_for, load_settings
 from retentiond.kinds.rocketmq import kind as rocketmq_kind
-from retentiond.kinds.rocketmq.forked import Forked, WorkerFailed
 from retentiond.storegen.rocketmq import GeneratedStore, StoreSpec, generate_store, write_config
 from tests.helpers.cli import run_cli
 from tests.helpers.stores import CLEAN_NOW, config_keys
@@ -72,31 +71,20 @@ def build(
 
 
 def plan_doc(config: Path, *, apart: bool) -> dict[str, object]:
+    """A plan in process; ``apart``: as in ``plan``'s one-off process, the split forced on
+    this small store."""
     kind = kind_for(load_settings(config))
-    if apart:
-        kind.count_losses_apart()  # type: ignore[attr-defined]
     now = NOW_MS  # one clock for every plan compared: the files' ages are the same
-    return Cleaner(kind, announce_proc_view=False, clock_ms=lambda: now).plan().as_dict()
+    cleaner = Cleaner(kind, announce_proc_view=False, clock_ms=lambda: now)
+    if not apart:
+        return cleaner.plan().as_dict()
+    with forked.one_off(at_least=0):
+        return cleaner.plan().as_dict()
 
 
 def deleted_losses(doc: dict[str, object]) -> list[object]:
     files = doc["commitlog"]["files"]  # type: ignore[index]
     return [f.get("loss") for f in files if f["verdict"] == "delete"]
-
-
-def test_the_child_returns_the_result_and_any_failure_is_worker_failed() -> None:
-    assert Forked(lambda: {"pid": os.getpid()}).result()["pid"] != os.getpid()
-    with pytest.raises(WorkerFailed):
-        Forked(lambda: 1 // 0).result()
-    with pytest.raises(WorkerFailed):
-        Forked(lambda: os._exit(3)).result()
-    with pytest.raises(WorkerFailed):
-        Forked(lambda: os.kill(os.getpid(), signal.SIGKILL)).result()
-    big = Forked(lambda: bytes(5 << 20))  # more than a pipe holds: read while it writes
-    assert big.result() == bytes(5 << 20)
-    slow = Forked(lambda: signal.pause())
-    slow.cancel()  # killed and reaped
-    assert slow.pid == 0
 
 
 def test_the_plan_counted_in_a_child_is_the_plan_counted_in_one_process(tmp_path: Path) -> None:
@@ -171,8 +159,11 @@ def test_with_a_keeping_guard_the_count_stays_in_the_process(
     assert plan_doc(config, apart=False) == doc
 
 
-def test_the_cli_plan_names_what_the_in_process_plan_names(tmp_path: Path) -> None:
+def test_the_cli_plan_names_what_the_in_process_plan_names(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     _, config = build(tmp_path / "store", tmp_path)
+    monkeypatch.setenv(forked.AT_LEAST_ENV, "0")  # the child counts, even on this store
     got = run_cli("plan", "--config", str(config), "--json")
     assert got.code == 0, got.err
     cli_doc = json.loads(got.out)

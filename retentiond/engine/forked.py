@@ -1,6 +1,8 @@
-"""One computation run on the machine's second core, in a forked child, while the parent
-goes on: for a one-off command only (``plan``), never in the daemon (a daemon has threads,
-and a fork of a threaded process may inherit a lock held by another thread forever).
+"""Work handed to the machine's second core in a forked child while the parent goes on.
+
+Only within a one-off command that has said so (``one_off``: ``plan``, ``rescue``), never in the
+daemon: a daemon has threads, and a fork of a threaded process may inherit a lock another
+thread holds, forever. A store kind asks ``allowed(items, at_least)`` before it splits work.
 
 The child runs the function, writes its pickled result to a pipe and ends with ``os._exit``
 (no ``atexit`` handler, no buffered output flushed twice). Anything that goes wrong -- no fork,
@@ -11,14 +13,51 @@ time, never changes a result.
 
 from __future__ import annotations
 
-import contextlib
 import os
 import pickle
 import signal
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager, suppress
 from typing import Generic, TypeVar
 
 T = TypeVar("T")
+
+
+# The size from which a kind splits its work, for every kind (0: always; a number larger than
+# any store: never). For tests and for an operator who wants one core only.
+AT_LEAST_ENV = "RETENTIOND_FORK_AT_LEAST"
+
+_allowed = False
+_at_least: int | None = None
+
+
+@contextmanager
+def one_off(*, at_least: int | None = None) -> Iterator[None]:
+    """Within: this process is a one-off command with no other thread that matters, and work
+    may be split with a forked child. ``at_least`` overrides every kind's size threshold
+    (tests: 0 forces the split on a small store), as ``RETENTIOND_FORK_AT_LEAST`` does.
+    The previous state comes back on leaving (a test calling a command in-process leaves
+    no permission behind for a daemon it starts later)."""
+    global _allowed, _at_least
+    before = _allowed, _at_least
+    if at_least is None and (env := os.environ.get(AT_LEAST_ENV, "").strip()):
+        try:
+            at_least = max(0, int(env))
+        except ValueError:
+            at_least = None  # not a number: the kinds' own thresholds
+    _allowed, _at_least = True, at_least
+    try:
+        yield
+    finally:
+        _allowed, _at_least = before
+
+
+def allowed(items: int, at_least: int) -> bool:
+    """Whether ``items`` units of work are worth a child: allowed, two cores or more, and at
+    least ``at_least`` of them (or the threshold ``one_off`` set)."""
+    if not _allowed or (os.cpu_count() or 1) < 2:
+        return False
+    return items >= (at_least if _at_least is None else _at_least)
 
 
 class WorkerFailed(Exception):
@@ -46,7 +85,7 @@ class Forked(Generic[T]):
                 while view:
                     view = view[os.write(w, view) :]
                 code = 0
-            except BaseException:
+            except BaseException:  # the parent computes it again
                 pass
             finally:
                 os._exit(code)
@@ -69,7 +108,7 @@ class Forked(Generic[T]):
         if not os.WIFEXITED(status) or os.WEXITSTATUS(status) != 0:
             raise WorkerFailed(f"the worker ended with status {status:#x}")
         try:
-            return pickle.loads(b"".join(chunks))  # type: ignore[no-any-return,unused-ignore]
+            return pickle.loads(b"".join(chunks))
         except Exception as exc:
             raise WorkerFailed(f"unreadable result: {exc!r}") from None
 
@@ -79,7 +118,7 @@ class Forked(Generic[T]):
             os.close(self.fd)
             self.fd = -1
         if self.pid:
-            with contextlib.suppress(ProcessLookupError):
+            with suppress(ProcessLookupError):
                 os.kill(self.pid, signal.SIGKILL)
             os.waitpid(self.pid, 0)
             self.pid = 0
