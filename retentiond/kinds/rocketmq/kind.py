@@ -444,7 +444,7 @@ class RocketMQ(RocketMQVoice):
         policy = GroupPolicy(
             dict(progress.enabled) if progress.enabled is not None else None,
             s.daemon.guard_ignore_groups,
-            self._stale_groups(progress, now_ms),
+            self._stale_groups(progress, now_ms, watching=ahead),
         )
         memory = self._frontier_memory(recording=ahead)
         losses = commitlog_losses(
@@ -614,9 +614,18 @@ class RocketMQ(RocketMQVoice):
             for group, (messages, when) in self._ahead[2].items():
                 add_risk(self.risk_acc, group, messages or 0, when)
 
-    def _stale_groups(self, progress: ConsumerProgress, now: int) -> frozenset[str]:
+    def _stale_groups(
+        self, progress: ConsumerProgress, now: int, *, watching: bool = True
+    ) -> frozenset[str]:
         """Groups whose offsets have not moved for ``guard.staleAfter`` as this object has
-        watched them (a fresh kind, as ``plan``'s, has seen no group go stale)."""
+        watched them (a fresh kind, as ``plan``'s, has seen no group go stale). Without
+        ``watching`` (a round that remembers nothing) and nothing watched yet, no digest is
+        taken: every group is as fresh as it can be."""
+        after = self.settings.daemon.guard_stale_after_ms
+        if not watching and not self.group_moves:
+            if after > 0:
+                return frozenset()
+            return frozenset(g for by_group in progress.offsets.values() for g in by_group)
         # A group's offsets as one digest, whatever order the file lists them in: a set of
         # (topic, digest of its queue -> offset pairs) per group (no tuple per offset sorted).
         signatures: dict[str, list[tuple[str, int]]] = {}
@@ -629,7 +638,6 @@ class RocketMQ(RocketMQVoice):
             old = self.group_moves.get(group)
             seen[group] = old if old is not None and old[0] == digest else (digest, now)
         self.group_moves = seen
-        after = self.settings.daemon.guard_stale_after_ms
         return frozenset(g for g, (_, since) in seen.items() if now - since >= after)
 
     def _plan_commitlog(self, snap: Snapshot, rnd: RoundServices) -> CommitLogPlan:

@@ -380,6 +380,32 @@ def commitlog_losses(
                 if got > 0:
                     add(j, who, got)
 
+    start_at = [bounds.index(f[0]) for f in files]
+    end_at = [bounds.index(f[1]) for f in files]
+    # The ends of the files as frontiers, by the frontiers' list (the memory shares one list
+    # among the queues whose records are alike): (that list, its ends).
+    ends_of: dict[int, tuple[list[int], list[int]]] = {}
+
+    def tally_values(
+        values: list[int], needs: dict[object, int], add: Callable[[int, object, int], None]
+    ) -> None:
+        """``tally`` with the frontiers as a list in the order of ``bounds``."""
+        top = values[-1]
+        got_ends = ends_of.get(id(values))
+        if got_ends is None or got_ends[0] is not values:
+            got_ends = ends_of[id(values)] = (values, [values[e] for e in end_at])
+        ends = got_ends[1]
+        for who, need in needs.items():
+            if need >= top:
+                continue  # nothing unread below the last file's end
+            for j in range(bisect.bisect_right(ends, need), n):
+                first = values[start_at[j]]
+                if first >= top:
+                    break
+                got = ends[j] - max(first, need)
+                if got > 0:
+                    add(j, who, got)
+
     def remembered(
         directory: str,
         firsts: dict[object, int | None],
@@ -402,14 +428,19 @@ def commitlog_losses(
         got = lookup(key)
         if got is not None:
             floor, clamp, values = got
-            needs: dict[object, int] = {}
-            for who, first in firsts.items():
-                need = clamp if first is None else max(first, clamp)
-                if need < floor or (first is None and clamp < 0):
-                    break
-                needs[who] = need
-            else:
-                tally(dict(zip(bounds, values, strict=True)), needs, add)
+            # Every reader at or above the floor (then above the clamp too: the needs are
+            # the offsets), or clamped up to it (a clamp at the floor).
+            if None not in firsts.values():
+                offsets: dict[object, int] = firsts  # type: ignore[assignment]
+                if min(offsets.values()) >= floor:
+                    tally_values(values, offsets, add)
+                    return b""
+                if clamp == floor:
+                    tally_values(values, {w: max(o, clamp) for w, o in offsets.items()}, add)
+                    return b""
+            elif clamp == floor:
+                needs = {w: clamp if o is None else max(o, clamp) for w, o in firsts.items()}
+                tally_values(values, needs, add)
                 return b""
             memory.forget(key)
         if not stat.S_ISDIR(st.st_mode) or st.st_mtime_ns >= settled_before:
