@@ -103,9 +103,13 @@ class Frontiers:
     def __len__(self) -> int:
         return len(self._at)
 
-    def reader(self, bounds: Sequence[int]) -> Callable[[bytes], tuple[int, int, list[int]] | None]:
+    def reader(
+        self, bounds: Sequence[int]
+    ) -> Callable[[bytes], tuple[int, int, list[int]] | None] | None:
         """For one count: the floor, the clamp and the frontier of each of ``bounds``
-        (ascending) recorded for a directory key; None unless every one is known."""
+        (ascending) recorded for a directory key; None unless every one is known. None
+        instead of a function when nothing can be known nor recorded (a count that does
+        not record, of boundaries the file does not hold)."""
         bounds = tuple(bounds)
         all_bounds = self._bounds
         gis: list[int] = []
@@ -113,6 +117,8 @@ class Frontiers:
             gi = bisect.bisect_left(all_bounds, b)
             gis.append(gi if gi < len(all_bounds) and all_bounds[gi] == b else -1)
         usable = bool(gis) and min(gis) >= 0
+        if not usable and not self.recording:
+            return None
         found, at, qa, ra = self.found, self._at, self._qa, self._ra
         n_runs = len(ra) // _R
         recording = self.recording

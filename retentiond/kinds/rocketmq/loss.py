@@ -336,32 +336,36 @@ def commitlog_losses(
                         known = [(0, low)] if below == len(bounds) else [(0, low), (below, -1)]
                         raise _CaughtUp(low, clamp if q.listed else -1, known)
             return None
-        idx: dict[int, int] = {}
-        runs: list[tuple[int, int]] = []  # (position in bounds, fixed frontier or -1)
-        last = -2
+        # At or below every reader's first unread unit: the bounds up to the unit at low.
+        k = bisect.bisect_right(bounds, low_phy)
+        idx = dict.fromkeys(bounds[:k], low)
+        runs: list[tuple[int, int]] = [(0, low)] if k and recording else []
+        last = low if k else -2
         lo = low + 1
         # The units read with the lowest reader's: most bounds fall among them.
         keys = q.chunk_keys(low)
         past = low + len(keys)
-        for k, b in enumerate(bounds):  # ascending: each search starts where the last ended
-            if b <= low_phy:
-                idx[b] = fixed = low  # at or below every reader's first unread unit
+        n_bounds = len(bounds)
+        while k < n_bounds:  # ascending: each search starts where the last ended
+            b = bounds[k]
+            at = bisect.bisect_left(keys, b)
+            if at < len(keys):
+                lo = low + at
+                unit = keys[at]
             else:
-                at = bisect.bisect_left(keys, b)
-                if at < len(keys):
-                    lo = idx[b] = low + at
-                    unit = keys[at]
-                else:
-                    lo = max(lo, past)
+                lo = max(lo, past)
+                unit = unit_at(q, lo)
+                if unit < b:  # (else the frontier is where the last one was)
+                    lo = q.search(b, lo)
                     unit = unit_at(q, lo)
-                    if unit < b:  # (else the frontier is where the last one was)
-                        lo = q.search(b, lo)
-                        unit = unit_at(q, lo)
-                    idx[b] = lo
-                fixed = -1 if unit == _END else lo
+            # Every bound up to that unit has the same frontier (all, past the last unit).
+            upto = n_bounds if unit == _END else bisect.bisect_right(bounds, unit, k)
+            idx.update(dict.fromkeys(bounds[k:upto], lo))
+            fixed = -1 if unit == _END else lo
             if recording and fixed != last:
                 runs.append((k, fixed))
                 last = fixed
+            k = upto
         return idx, needs, clamp, runs
 
     def tally(
