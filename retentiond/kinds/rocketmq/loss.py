@@ -299,11 +299,11 @@ def commitlog_losses(
         q: QueueUnits, firsts: dict[object, int | None]
     ) -> tuple[dict[int, int], dict[object, int], int, list[tuple[int, int]]] | None:
         """Each bound's first unit at or above it, each reader's first needed index
-        (clamped to the queue's first unit), that clamp (0 without a listing) and the
-        frontiers that are fixed (``frontiers``: recorded only when ``recording``); None
-        when no reader has anything left. Without a listing, the lowest reader's file is
-        opened directly: it raises FileNotFoundError when that reader is before the first
-        file or past the last one."""
+        (clamped to the queue's first unit), that clamp (0 without a listing) and, when
+        ``recording``, the runs of frontiers that are fixed (position in ``bounds``,
+        frontier or -1: see ``frontiers``); None when no reader has anything left.
+        Without a listing, the lowest reader's file is opened directly: it raises
+        FileNotFoundError when that reader is before the first file or past the last one."""
         if not q.listed and any(f is None for f in firsts.values()):
             q.list()
         clamp = 0
