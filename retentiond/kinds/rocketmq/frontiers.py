@@ -151,7 +151,7 @@ class Frontiers:
                         if min(values) < floor:
                             return None
                         return floor, clamp, values
-                return None
+                # (another count's boundaries: the file may hold these)
             i = at.get(key) if usable else None
             if i is None:
                 return None
@@ -169,7 +169,10 @@ class Frontiers:
             if out is None:
                 return None
             if recording:  # carried to the next file: what this count used
-                found[key] = (floor, clamp, [(bounds, runs_of(out))])
+                if got is not None and got[0] == floor and got[1] == clamp:
+                    got[2].append((bounds, runs_of(out)))
+                else:
+                    found[key] = (floor, clamp, [(bounds, runs_of(out))])
             return floor, clamp, out
 
         return get
