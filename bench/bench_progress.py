@@ -16,7 +16,8 @@ the scan cache a daemon leaves is present (one dry-run round writes it first), a
 where retentiond runs.
 
 Besides the CLI runs, one in-process split: reading the progress files, and counting the
-plan's deletions' losses (`commitlog_losses`).
+plan's deletions' losses (`commitlog_losses`), reading every queue and with the frontier
+memory the dry-run round left beside the scan cache.
 
 Usage: python bench/bench_progress.py [--dir DIR] [--repeat N] [--groups N]
                                      [--topics N --queues N]   (a smaller store, for a smoke run)
@@ -39,6 +40,7 @@ from machine import load, machine
 
 from retentiond.engine.cleaner import Cleaner
 from retentiond.kinds import kind_for, load_settings
+from retentiond.kinds.rocketmq.frontiers import Frontiers, memory_file
 from retentiond.kinds.rocketmq.loss import commitlog_losses
 from retentiond.kinds.rocketmq.progress import read_progress
 from retentiond.storegen.rocketmq import PRESETS, StoreSpec, generate_store, write_config
@@ -144,8 +146,9 @@ def config_for(base: Path, root: Path, spec: StoreSpec) -> Path:
     )  # fmt: skip
 
 
-def split(config: Path) -> tuple[float, float, int]:
-    """In process: reading the progress files, and counting the deletions' losses (s)."""
+def split(config: Path) -> tuple[float, float, float, int]:
+    """In process: reading the progress files, counting the deletions' losses reading every
+    queue, and counting them with the frontier memory the round left (s)."""
     settings = load_settings(config)
     kind = kind_for(settings)
     cleaner = Cleaner(kind)
@@ -159,14 +162,15 @@ def split(config: Path) -> tuple[float, float, int]:
         for d in plan.commitlog.decisions  # type: ignore[attr-defined]
         if d.delete
     ]
-    commitlog_losses(
-        progress,
-        store.consumequeue_dir,  # type: ignore[attr-defined]
-        store.mapped_file_size_consumequeue,  # type: ignore[attr-defined]
-        files,
-    )
+    cq = store.consumequeue_dir  # type: ignore[attr-defined]
+    cq_size = store.mapped_file_size_consumequeue  # type: ignore[attr-defined]
+    commitlog_losses(progress, cq, cq_size, files)
     t2 = time.perf_counter()
-    return t1 - t0, t2 - t1, len(files)
+    journal = Path(settings.daemon.journal_dir or "")
+    memory = Frontiers.load(memory_file(journal, str(cq)), str(cq), cq_size, recording=False)
+    commitlog_losses(progress, cq, cq_size, files, memory=memory)
+    t3 = time.perf_counter()
+    return t1 - t0, t2 - t1, t3 - t2, len(files)
 
 
 def main() -> int:
@@ -250,10 +254,11 @@ def main() -> int:
     print()
     for name, runs in samples.items():
         print(f"  {name}: wall {', '.join(f'{w * 1000:.0f}' for w, _ in runs)} ms")
-    read_s, loss_s, files = split(config)
+    read_s, loss_s, memory_s, files = split(config)
     print()
     print(f"in process, once: reading the progress files {read_s * 1000:.0f} ms; counting the "
-          f"losses of {files} deleted CommitLog files {loss_s * 1000:.0f} ms")  # fmt: skip
+          f"losses of {files} deleted CommitLog files {loss_s * 1000:.0f} ms reading every "
+          f"queue, {memory_s * 1000:.0f} ms with the frontier memory")  # fmt: skip
     if not args.dir:
         shutil.rmtree(base)
     return 0

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from retentiond.config.settings import Settings, StoreSection
+from retentiond.engine import forked
 from retentiond.engine.decision import Decision
 from retentiond.engine.execute import open_dir_below
 from retentiond.engine.figures import DiskFigures, StoreStats
@@ -37,7 +38,7 @@ from retentiond.engine.loss import (
 from retentiond.engine.runs import Outcome, Run
 from retentiond.journal.place import default_journal_dir
 from retentiond.journal.rollup import IdleView
-from retentiond.kinds.rocketmq import scancache
+from retentiond.kinds.rocketmq import frontiers, scancache
 from retentiond.kinds.rocketmq.commitlog import (
     expired_pending,
     first_kept_offset,
@@ -47,6 +48,7 @@ from retentiond.kinds.rocketmq.commitlog import (
 from retentiond.kinds.rocketmq.config import RocketMQStore, rocketmq_of
 from retentiond.kinds.rocketmq.disk import DiskUsage, measure, round_fields
 from retentiond.kinds.rocketmq.figures import disk_figures, status_fields, store_stats
+from retentiond.kinds.rocketmq.frontiers import Frontiers
 from retentiond.kinds.rocketmq.holds import HoldRules, hold_commitlog, hold_queues, hold_timerlog
 from retentiond.kinds.rocketmq.loss import GroupPolicy, commitlog_losses
 from retentiond.kinds.rocketmq.plan import (
@@ -56,7 +58,7 @@ from retentiond.kinds.rocketmq.plan import (
     QueuesPlan,
     TimerLogPlan,
 )
-from retentiond.kinds.rocketmq.progress import ConsumerProgress, read_progress
+from retentiond.kinds.rocketmq.progress import CONSUMER_OFFSET, ConsumerProgress, read_progress
 from retentiond.kinds.rocketmq.queues import plan_queues
 from retentiond.kinds.rocketmq.reader import (
     BinaryReader,
@@ -77,6 +79,19 @@ from retentiond.text.units import zone_name
 BELOW = Reason.BELOW_COMMITLOG_MIN_OFFSET
 
 _HOUR_MS = 3_600_000
+# A forked child's count (kind._start_loss_worker): each CommitLog decision's loss, the
+# progress problems, and the round memory the count leaves (progress, losses, risk, moves).
+_LossResult = tuple[
+    tuple[Loss | None, ...],
+    tuple[tuple[str, str], ...],
+    Progress,
+    tuple[Loss, ...],
+    dict[str, list[int | None]],
+    dict[str, tuple[int, int]],
+]
+# A consumerOffset.json from this size on (about 10,000 queue offsets) is read and its losses
+# counted in a forked child while a plan walks the queues (``_start_loss_worker``).
+FORK_PROGRESS_BYTES = 100_000
 RECOUNT_AHEAD_MS = 60_000  # the groups at risk in files that go later: recounted at most this often
 
 
@@ -230,7 +245,42 @@ class RocketMQ(RocketMQVoice):
         s = self.settings
         rnd.phase(Kind.COMMITLOG.value)
         cl = hold_commitlog(self._plan_commitlog(snapshot, rnd), rnd.hold)
-        cl, progress_problems = self._with_loss(cl, rnd.now_ms, ahead=rnd.remembers)
+        worker = self._start_loss_worker(cl, rnd)
+        progress_problems: tuple[tuple[str, str], ...] = ()
+        if worker is None:
+            cl, progress_problems = self._with_loss(cl, rnd.now_ms, ahead=rnd.remembers)
+        try:
+            qp, tl, queue_errors = self._plan_queue_stage(snapshot, rnd, cl)
+        except BaseException:
+            if worker is not None:
+                worker.cancel()
+            raise
+        if worker is not None:
+            cl, progress_problems = self._loss_from_worker(worker, cl, rnd.now_ms)
+        return Plan(
+            now_ms=rnd.now_ms,
+            timezone=zone_name(s.daemon.timezone),
+            config_hash=s.config_hash,
+            store_root=snapshot.root,
+            commitlog=cl,
+            queues=qp,
+            foreign=tuple(
+                (f.path, str(f.why)) for f in [*snapshot.foreign, *snapshot.queue_foreign]
+            ),
+            errors=(*(f"{e.path}: {e.message}" for e in snapshot.errors), *queue_errors),
+            queue_errors=queue_errors,
+            progress_problems=progress_problems,
+            timerlog=tl,
+            manual=rnd.manual,
+            dry_run=not rnd.executes,
+        )
+
+    def _plan_queue_stage(
+        self, snapshot: Snapshot, rnd: RoundServices, cl: CommitLogPlan
+    ) -> tuple[QueuesPlan, TimerLogPlan | None, tuple[str, ...]]:
+        """The CommitLog run carried out, then the queue, index and timer log stage judged
+        by the CommitLog minimum it left (and carried out)."""
+        s = self.settings
         rnd.note_disk_ratio(cl.triggers.physic_ratio)
         gate = self.last_physical_min_offset
         if not rnd.executes and rnd.remembers:
@@ -293,23 +343,65 @@ class RocketMQ(RocketMQVoice):
                 # held, what the round built): hand the free heap back to the system, or a
                 # daemon's resident size carries it for good (its start-up scan is a plan).
                 scancache.trim_heap()
-        return Plan(
-            now_ms=rnd.now_ms,
-            timezone=zone_name(s.daemon.timezone),
-            config_hash=s.config_hash,
-            store_root=snapshot.root,
-            commitlog=cl,
-            queues=qp,
-            foreign=tuple(
-                (f.path, str(f.why)) for f in [*snapshot.foreign, *snapshot.queue_foreign]
-            ),
-            errors=(*(f"{e.path}: {e.message}" for e in snapshot.errors), *queue_errors),
-            queue_errors=queue_errors,
-            progress_problems=progress_problems,
-            timerlog=tl,
-            manual=rnd.manual,
-            dry_run=not rnd.executes,
+        return qp, tl, queue_errors
+
+    def _start_loss_worker(
+        self, cl: CommitLogPlan, rnd: RoundServices
+    ) -> forked.Forked[_LossResult] | None:
+        """The child that reads the consumer progress and counts the deletions' losses while
+        the queues are planned, when nothing of the rest of the round depends on them: in a
+        one-off command (``forked.allowed``: ``plan``) that remembers nothing, with neither
+        guard keeping files (the losses then change no verdict), with deletions to count and
+        a progress file worth it. None: counted here."""
+        s = self.settings
+        if (
+            rnd.remembers
+            or s.daemon.guard_unconsumed == "keep"
+            or s.daemon.guard_timers == "keep"
+            or not cl.deletions()
+        ):
+            return None
+        try:
+            size = os.stat(s.store.store_path_root_dir / "config" / CONSUMER_OFFSET).st_size
+        except OSError:
+            return None
+        if not forked.allowed(size, FORK_PROGRESS_BYTES):
+            return None
+        now_ms = rnd.now_ms
+
+        def count() -> _LossResult:
+            got, problems = self._with_loss(cl, now_ms)
+            return (
+                tuple(d.loss for d in got.decisions),
+                problems,
+                self.last_progress,
+                self.last_loss,
+                self.risk_acc,
+                self.group_moves,
+            )
+
+        try:
+            return forked.Forked(count)
+        except forked.WorkerFailed:
+            return None
+
+    def _loss_from_worker(
+        self, worker: forked.Forked[_LossResult], cl: CommitLogPlan, now_ms: int
+    ) -> tuple[CommitLogPlan, tuple[tuple[str, str], ...]]:
+        """The child's count put on the plan; counted here when the child has none."""
+        try:
+            losses, problems, progress, last_loss, risk, moves = worker.result()
+        except forked.WorkerFailed:
+            return self._with_loss(cl, now_ms)
+        if len(losses) != len(cl.decisions):
+            return self._with_loss(cl, now_ms)
+        self.last_progress, self.last_loss = progress, last_loss
+        self.risk_acc, self.group_moves, self._ahead = risk, moves, None
+        decisions = tuple(
+            d if loss is None else d._replace(loss=loss)
+            for d, loss in zip(cl.decisions, losses, strict=True)
         )
+        return replace(cl, decisions=decisions), problems
 
     def _with_loss(
         self, cl: CommitLogPlan, now_ms: int, *, ahead: bool = False
@@ -352,8 +444,9 @@ class RocketMQ(RocketMQVoice):
         policy = GroupPolicy(
             dict(progress.enabled) if progress.enabled is not None else None,
             s.daemon.guard_ignore_groups,
-            self._stale_groups(progress, now_ms),
+            self._stale_groups(progress, now_ms, watching=ahead),
         )
+        memory = self._frontier_memory(recording=ahead)
         losses = commitlog_losses(
             progress,
             s.store.consumequeue_dir,
@@ -361,6 +454,7 @@ class RocketMQ(RocketMQVoice):
             [(d.start_offset or 0, d.end_offset or 0) for _, d in deletions],
             policy=policy,
             problem=lambda path, text: problems.append((path, text)),
+            memory=memory,
         )
         decisions = list(cl.decisions)
         keep_unconsumed = s.daemon.guard_unconsumed == "keep"
@@ -393,7 +487,7 @@ class RocketMQ(RocketMQVoice):
         if later:
             try:
                 ahead_acc = self._count_later(
-                    progress, later, policy, problems, kept=kept, guard=guarding
+                    progress, later, policy, problems, kept=kept, guard=guarding, memory=memory
                 )
             except Exception as exc:  # the indicator only reports: never a failed round
                 problems.append(_indicator_problem(s, exc))
@@ -401,10 +495,44 @@ class RocketMQ(RocketMQVoice):
             else:
                 self._ahead = (ahead_key, now_ms, ahead_acc)
         self._add_ahead()
+        if memory is not None and memory.changed:
+            self._save_frontiers(memory)
         return (
             replace(cl, decisions=tuple(decisions), min_offset_after=first_kept_offset(decisions)),
             tuple(problems),
         )
+
+    def _frontiers_path(self) -> Path | None:
+        cache = self._scan_cache_path()
+        if cache is None:
+            return None
+        return frontiers.memory_file(cache.parent, str(self.settings.store.consumequeue_dir))
+
+    def _frontier_memory(self, *, recording: bool) -> Frontiers | None:
+        """What earlier counts found of the queues (``frontiers``), from the file beside the
+        scan cache: never when a guard keeps files (the losses then decide verdicts: they
+        are read from the queues themselves). A daemon's rounds record theirs into it."""
+        s = self.settings
+        if s.daemon.guard_unconsumed == "keep" or s.daemon.guard_timers == "keep":
+            return None
+        path = self._frontiers_path()
+        if path is None:
+            return None
+        return Frontiers.load(
+            path,
+            str(s.store.consumequeue_dir),
+            s.store.mapped_file_size_consumequeue,
+            recording=recording,
+        )
+
+    def _save_frontiers(self, memory: Frontiers) -> None:
+        path = self._frontiers_path()
+        if path is not None and memory.recording:
+            memory.save(
+                path,
+                str(self.settings.store.consumequeue_dir),
+                self.settings.store.mapped_file_size_consumequeue,
+            )
 
     def _later_files(
         self,
@@ -449,6 +577,7 @@ class RocketMQ(RocketMQVoice):
         *,
         kept: bool,
         guard: bool,
+        memory: Frontiers | None = None,
     ) -> dict[str, list[int | None]]:
         """The groups at risk in the files that go later, counted on their own: a queue
         unreadable only there makes their losses uncounted (the walk stops at the first,
@@ -472,6 +601,7 @@ class RocketMQ(RocketMQVoice):
             [(d.start_offset or 0, d.end_offset or 0) for _, d, _ in later],
             policy=policy,
             problem=problem,
+            memory=memory,
         )
         keep = (s.daemon.guard_unconsumed == "keep", s.daemon.guard_timers == "keep")
         add_group_risks(acc, [(d, w) for _, d, w in later], losses, guard=keep if guard else None)
@@ -484,20 +614,30 @@ class RocketMQ(RocketMQVoice):
             for group, (messages, when) in self._ahead[2].items():
                 add_risk(self.risk_acc, group, messages or 0, when)
 
-    def _stale_groups(self, progress: ConsumerProgress, now: int) -> frozenset[str]:
+    def _stale_groups(
+        self, progress: ConsumerProgress, now: int, *, watching: bool = True
+    ) -> frozenset[str]:
         """Groups whose offsets have not moved for ``guard.staleAfter`` as this object has
-        watched them (a fresh kind, as ``plan``'s, has seen no group go stale)."""
-        signatures: dict[str, list[tuple[str, int, int]]] = {}
+        watched them (a fresh kind, as ``plan``'s, has seen no group go stale). Without
+        ``watching`` (a round that remembers nothing) and nothing watched yet, no digest is
+        taken: every group is as fresh as it can be."""
+        after = self.settings.daemon.guard_stale_after_ms
+        if not watching and not self.group_moves:
+            if after > 0:
+                return frozenset()
+            return frozenset(g for by_group in progress.offsets.values() for g in by_group)
+        # A group's offsets as one digest, whatever order the file lists them in: a set of
+        # (topic, digest of its queue -> offset pairs) per group (no tuple per offset sorted).
+        signatures: dict[str, list[tuple[str, int]]] = {}
         for topic, by_group in progress.offsets.items():
             for group, queues in by_group.items():
-                signatures.setdefault(group, []).extend((topic, q, o) for q, o in queues.items())
+                signatures.setdefault(group, []).append((topic, hash(frozenset(queues.items()))))
         seen: dict[str, tuple[int, int]] = {}
         for group, sig in signatures.items():
-            digest = hash(tuple(sorted(sig)))
+            digest = hash(frozenset(sig))
             old = self.group_moves.get(group)
             seen[group] = old if old is not None and old[0] == digest else (digest, now)
         self.group_moves = seen
-        after = self.settings.daemon.guard_stale_after_ms
         return frozenset(g for g, (_, since) in seen.items() if now - since >= after)
 
     def _plan_commitlog(self, snap: Snapshot, rnd: RoundServices) -> CommitLogPlan:

@@ -13,12 +13,16 @@ from __future__ import annotations
 
 import bisect
 import os
+import stat
+import struct
+import time
 from collections.abc import Callable, Sequence
 from fnmatch import fnmatchcase
 from pathlib import Path
 
 from retentiond.engine.loss import GroupLoss, GroupState, Loss, Progress
 from retentiond.kinds.rocketmq.formats import CQ_UNIT, CQ_UNIT_SIZE
+from retentiond.kinds.rocketmq.frontiers import Frontiers
 from retentiond.kinds.rocketmq.names import parse_offset_name, parse_queue_id
 from retentiond.kinds.rocketmq.progress import (
     HALF_TOPIC,
@@ -29,11 +33,15 @@ from retentiond.kinds.rocketmq.progress import (
     ConsumerProgress,
     is_directory_name,
 )
+from retentiond.kinds.rocketmq.scan import DIR_KEY
 
 _INT_MAX = (1 << 31) - 1
 _PAST = -1  # a pre-blank filler unit: below every file
 _END = 1 << 63  # an unwritten unit: past every file
 _CHUNK = 64  # units taken by one read (1,280 bytes)
+_RACY_NS = 1_000_000_000  # a directory changed this close to a count: its frontiers not kept
+# Unpackers of n units' CommitLog offsets and sizes, by n (QueueUnits.chunk_keys).
+_PHY_SIZE: dict[int, Callable[[bytes, int], tuple[int, ...]]] = {}
 
 
 class QueueUnits:
@@ -128,6 +136,31 @@ class QueueUnits:
             return _END
         return phy
 
+    def chunk_keys(self, index: int) -> Sequence[int]:
+        """The keys (as ``key``) of the units read last from ``index`` to the end of that
+        read, when they are non-decreasing (as a queue's are); else, or when ``index`` is
+        not in it, []. A bound below the last of them is found among them by ``bisect``,
+        with the same answer as ``search`` gives, and no unit read again."""
+        first, data = self._chunk
+        at = (index - first) * CQ_UNIT_SIZE
+        n = (len(data) - at) // CQ_UNIT_SIZE if at >= 0 else 0
+        if n <= 0:
+            return []
+        unpack = _PHY_SIZE.get(n)
+        if unpack is None:
+            unpack = _PHY_SIZE[n] = struct.Struct(">" + "qi8x" * n).unpack_from
+        both = unpack(data, at)
+        keys = list(both[0::2])
+        sizes = both[1::2]
+        if min(sizes) <= 0 or max(sizes) == _INT_MAX or min(keys) < 0:
+            keys = [
+                _PAST if size == _INT_MAX and phy == 0 else _END if size <= 0 or phy < 0 else phy
+                for phy, size in zip(keys, sizes, strict=True)
+            ]
+        if keys != sorted(keys):
+            return []
+        return keys
+
     def _end(self) -> int:
         """One past the last written unit (ConsumeQueue.recover: the first unit with
         ``size <= 0`` ends the queue), searched in the last file."""
@@ -199,6 +232,26 @@ def _queue_dirs(cq_root: Path, topic: str) -> dict[int, str] | None:
     return out
 
 
+class _CaughtUp(Exception):
+    """A queue whose readers are all caught up, with the frontiers fixed below them."""
+
+    def __init__(self, floor: int, clamp: int, runs: list[tuple[int, int]]) -> None:
+        super().__init__(floor)
+        self.floor, self.clamp, self.runs = floor, clamp, runs
+
+
+_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC | getattr(os, "O_PATH", 0)
+
+
+def _open_dir(path: str) -> int | None:
+    """A topic directory opened to stat its queue directories relative to it (never through
+    a symlink); None when it cannot be (they are then stat-ed by their whole path)."""
+    try:
+        return os.open(path, _DIR_FLAGS)
+    except OSError:
+        return None
+
+
 def commitlog_losses(
     progress: ConsumerProgress,
     cq_root: Path,
@@ -206,14 +259,16 @@ def commitlog_losses(
     files: Sequence[tuple[int, int]],
     policy: GroupPolicy | None = None,
     problem: Callable[[str, str], None] | None = None,
+    memory: Frontiers | None = None,
 ) -> list[Loss]:
     """One ``Loss`` per CommitLog file ``[start, end)`` in ``files`` (ascending, adjacent or
-    not), from the progress read this round."""
+    not), from the progress read this round; with ``memory``, the frontiers recorded by
+    earlier counts where they hold, and this count's recorded into it (``frontiers``)."""
     policy = policy or GroupPolicy(dict(progress.enabled) if progress.enabled else None)
     n = len(files)
     if n == 0:
         return []
-    bounds = sorted({b for f in files for b in f})
+    bounds = tuple(sorted({b for f in files for b in f}))
     groups: list[dict[tuple[str, str], int]] = [{} for _ in range(n)]
     delay: list[dict[int, int]] = [{} for _ in range(n)]
     half = [0] * n
@@ -231,21 +286,33 @@ def commitlog_losses(
 
     starts = [f[0] for f in files]
 
+    # The frontier memory serves reports only (a guard that keeps reads the queues).
+    lookup = memory.reader(bounds) if memory is not None else None
+    recording = memory is not None and memory.recording
+    settled_before = time.time_ns() - _RACY_NS  # a directory changed since: not recorded
+
+    def unit_at(q: QueueUnits, index: int) -> int:
+        """``q.key(index)``; unwritten past a listed queue's last file (never opened)."""
+        return _END if q.listed and index >= q.limit_index else q.key(index)
+
     def frontiers(
         q: QueueUnits, firsts: dict[object, int | None]
-    ) -> tuple[dict[int, int], dict[object, int]] | None:
-        """Each bound's first unit at or above it, and each reader's first needed index
-        (clamped to the queue's first unit); None when no reader has anything left. Without
-        a listing, the lowest reader's file is opened directly: it raises FileNotFoundError
-        when that reader is before the first file or past the last one."""
+    ) -> tuple[dict[int, int], dict[object, int], int, list[tuple[int, int]]] | None:
+        """Each bound's first unit at or above it, each reader's first needed index
+        (clamped to the queue's first unit), that clamp (0 without a listing) and, when
+        ``recording``, the runs of frontiers that are fixed (position in ``bounds``,
+        frontier or -1: see ``frontiers``); None when no reader has anything left.
+        Without a listing, the lowest reader's file is opened directly: it raises
+        FileNotFoundError when that reader is before the first file or past the last one."""
         if not q.listed and any(f is None for f in firsts.values()):
             q.list()
+        clamp = 0
         if q.listed:
             if not q.starts:
                 return None
+            clamp = q.min_index
             needs = {
-                who: q.min_index if first is None else max(first, q.min_index)
-                for who, first in firsts.items()
+                who: clamp if first is None else max(first, clamp) for who, first in firsts.items()
             }
             low = min(needs.values())
             if low >= q.limit_index:
@@ -257,47 +324,169 @@ def commitlog_losses(
                 raise FileNotFoundError(low)
         low_phy = q.key(low)
         if low_phy == _END:
-            return None  # every reader caught up (or past the end after a truncation)
-        idx: dict[int, int] = {}
+            # Every reader caught up (or past the end after a truncation): nothing to
+            # count. The bounds at or below the last written unit have their frontiers
+            # below every reader for good (that unit and those before it are written):
+            # recorded as at most ``low``.
+            if recording and low > max(clamp, q.min_index if q.listed else 0):
+                last = q.key(low - 1)
+                if last not in (_END, _PAST):
+                    below = bisect.bisect_right(bounds, last)
+                    if below:
+                        known = [(0, low)] if below == len(bounds) else [(0, low), (below, -1)]
+                        raise _CaughtUp(low, clamp if q.listed else -1, known)
+            return None
+        # At or below every reader's first unread unit: the bounds up to the unit at low.
+        k = bisect.bisect_right(bounds, low_phy)
+        idx = dict.fromkeys(bounds[:k], low)
+        runs: list[tuple[int, int]] = [(0, low)] if k and recording else []
+        last = low if k else -2
         lo = low + 1
-        for b in bounds:  # ascending: each search starts where the last ended
-            if b <= low_phy:
-                idx[b] = low  # at or below every reader's first unread unit
+        # The units read with the lowest reader's: most bounds fall among them.
+        keys = q.chunk_keys(low)
+        past = low + len(keys)
+        n_bounds = len(bounds)
+        while k < n_bounds:  # ascending: each search starts where the last ended
+            b = bounds[k]
+            at = bisect.bisect_left(keys, b)
+            if at < len(keys):
+                lo = low + at
+                unit = keys[at]
             else:
-                lo = idx[b] = q.search(b, lo)
-        return idx, needs
+                lo = max(lo, past)
+                unit = unit_at(q, lo)
+                if unit < b:  # (else the frontier is where the last one was)
+                    lo = q.search(b, lo)
+                    unit = unit_at(q, lo)
+            # Every bound up to that unit has the same frontier (all, past the last unit).
+            upto = n_bounds if unit == _END else bisect.bisect_right(bounds, unit, k)
+            idx.update(dict.fromkeys(bounds[k:upto], lo))
+            fixed = -1 if unit == _END else lo
+            if recording and fixed != last:
+                runs.append((k, fixed))
+                last = fixed
+            k = upto
+        return idx, needs, clamp, runs
+
+    def tally(
+        idx: dict[int, int], needs: dict[object, int], add: Callable[[int, object, int], None]
+    ) -> None:
+        top = idx[bounds[-1]]
+        ends = [idx[end] for _, end in files]
+        for who, need in needs.items():
+            if need >= top:
+                continue  # nothing unread below the last file's end
+            for j in range(bisect.bisect_right(ends, need), n):
+                first = idx[starts[j]]
+                if first >= top:
+                    break
+                got = ends[j] - max(first, need)
+                if got > 0:
+                    add(j, who, got)
+
+    start_at = [bounds.index(f[0]) for f in files]
+    end_at = [bounds.index(f[1]) for f in files]
+    # The ends of the files as frontiers, by the frontiers' list (the memory shares one list
+    # among the queues whose records are alike): (that list, its ends).
+    ends_of: dict[int, tuple[list[int], list[int]]] = {}
+
+    def tally_values(
+        values: list[int], needs: dict[object, int], add: Callable[[int, object, int], None]
+    ) -> None:
+        """``tally`` with the frontiers as a list in the order of ``bounds``."""
+        top = values[-1]
+        got_ends = ends_of.get(id(values))
+        if got_ends is None or got_ends[0] is not values:
+            got_ends = ends_of[id(values)] = (values, [values[e] for e in end_at])
+        ends = got_ends[1]
+        for who, need in needs.items():
+            if need >= top:
+                continue  # nothing unread below the last file's end
+            for j in range(bisect.bisect_right(ends, need), n):
+                first = values[start_at[j]]
+                if first >= top:
+                    break
+                got = ends[j] - max(first, need)
+                if got > 0:
+                    add(j, who, got)
+
+    def remembered(
+        directory: str,
+        firsts: dict[object, int | None],
+        add: Callable[[int, object, int], None],
+        parent_fd: int | None,
+    ) -> bytes | None:
+        """Count from the frontier memory when its record for the directory holds; else
+        the directory's key to record the count under (None: not to be recorded). The
+        directory is stat-ed relative to its topic's, when open (``parent_fd``)."""
+        assert memory is not None and lookup is not None
+        try:
+            if parent_fd is None:
+                st = os.stat(directory, follow_symlinks=False)
+            else:
+                name = directory.rpartition("/")[2]
+                st = os.stat(name, dir_fd=parent_fd, follow_symlinks=False)
+        except OSError:
+            return None  # (the count says what is wrong with it)
+        key = DIR_KEY.pack(st.st_mtime_ns, st.st_ctime_ns, st.st_ino, st.st_dev)
+        got = lookup(key)
+        if got is not None:
+            floor, clamp, values = got
+            # Every reader at or above the floor (then above the clamp too: the needs are
+            # the offsets), or clamped up to it (a clamp at the floor).
+            if None not in firsts.values():
+                offsets: dict[object, int] = firsts  # type: ignore[assignment]
+                if min(offsets.values()) >= floor:
+                    tally_values(values, offsets, add)
+                    return b""
+                if clamp == floor:
+                    tally_values(values, {w: max(o, clamp) for w, o in offsets.items()}, add)
+                    return b""
+            elif clamp == floor:
+                needs = {w: clamp if o is None else max(o, clamp) for w, o in firsts.items()}
+                tally_values(values, needs, add)
+                return b""
+            memory.forget(key)
+        if not stat.S_ISDIR(st.st_mode) or st.st_mtime_ns >= settled_before:
+            return None
+        return key
 
     def count(
-        directory: str, firsts: dict[object, int | None], add: Callable[[int, object, int], None]
+        directory: str,
+        firsts: dict[object, int | None],
+        add: Callable[[int, object, int], None],
+        parent_fd: int | None = None,
     ) -> None:
         """For each reader (a group, a level...) with its first needed index (None: the
         queue's minimum), add its unread units in each file.
 
         Only the frontiers are searched: the unit at the lowest reader's index, then each
         file boundary above it, by binary search between that index and the last file's
-        end. A queue all of whose readers are caught up costs one read."""
+        end. A queue all of whose readers are caught up costs one read; one whose frontiers
+        the memory holds, none."""
+        key = None
+        if lookup is not None:
+            key = remembered(directory, firsts, add, parent_fd)
+            if key == b"":
+                return
         try:
             with QueueUnits(directory, cq_file_size, listed=False) as q:
                 try:
-                    found = frontiers(q, firsts)
-                except FileNotFoundError:  # a reader outside the files: list them
-                    q.list()
-                    found = frontiers(q, firsts)
+                    try:
+                        found = frontiers(q, firsts)
+                    except FileNotFoundError:  # a reader outside the files: list them
+                        q.list()
+                        found = frontiers(q, firsts)
+                except _CaughtUp as up:
+                    if key is not None and memory is not None:
+                        memory.put(key, up.floor, up.clamp, bounds, up.runs)
+                    return
                 if found is None:
                     return
-                idx, needs = found
-                top = idx[bounds[-1]]
-                ends = [idx[end] for _, end in files]
-                for who, need in needs.items():
-                    if need >= top:
-                        continue  # nothing unread below the last file's end
-                    for j in range(bisect.bisect_right(ends, need), n):
-                        first = idx[starts[j]]
-                        if first >= top:
-                            break
-                        got = ends[j] - max(first, need)
-                        if got > 0:
-                            add(j, who, got)
+                idx, needs, clamp, runs = found
+                if key is not None and recording and memory is not None:
+                    memory.put(key, min(needs.values()), clamp if q.listed else -1, bounds, runs)
+                tally(idx, needs, add)
         except OSError as exc:
             uncounted.add(os.path.basename(os.path.dirname(directory)))
             if problem is not None:
@@ -316,10 +505,15 @@ def commitlog_losses(
             key = (str(who), topic)
             groups[j][key] = groups[j].get(key, 0) + got
 
-        for qid, directory in sorted(dirs.items()):
-            firsts = readers.get(qid)
-            if firsts:
-                count(directory, firsts, add_group)
+        topic_fd = _open_dir(f"{cq_root}/{topic}") if lookup is not None and dirs else None
+        try:
+            for qid, directory in sorted(dirs.items()):
+                firsts = readers.get(qid)
+                if firsts:
+                    count(directory, firsts, add_group, topic_fd)
+        finally:
+            if topic_fd is not None:
+                os.close(topic_fd)
 
     if progress.delay is not None:
         levels = progress.delay
