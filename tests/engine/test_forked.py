@@ -73,3 +73,13 @@ def test_ready_once_the_child_is_done() -> None:
     assert child.ready()
     os.close(r)
     os.close(w)
+
+
+def test_whole_plan_is_said_by_the_command() -> None:
+    assert forked.whole_plan()
+    with forked.one_off(whole_plan=False):
+        assert not forked.whole_plan()
+        with forked.one_off():
+            assert forked.whole_plan()
+        assert not forked.whole_plan()
+    assert forked.whole_plan()

@@ -138,6 +138,8 @@ def split_for(log_dirs: tuple[str, ...], *, rescue: bool) -> Split | None:
             lambda e, n: n.special is not None or e < key,
             topics,
         )
+    if forked.whole_plan():
+        return None  # plan --json, --all: made from the whole plan, which the child keeps
     keys = sorted((n.topic, n.partition) for _e, n in listed)
     if len(keys) < 2 or not forked.allowed(len(keys), MIN_PARTITIONS):
         return None

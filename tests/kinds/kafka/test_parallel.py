@@ -71,18 +71,19 @@ def _plan(props: Path, now: int, every: bool, split: bool) -> str:
     parallel.way("")
     kind = _kind(props)
     cleaner = Cleaner(kind, clock_ms=lambda: now, announce_proc_view=False)
-    with forked.one_off(at_least=0 if split else 1 << 62):
+    # as `plan` says it: --all may use every part of the plan
+    with forked.one_off(at_least=0 if split else 1 << 62, whole_plan=every):
         plan = cleaner.plan()
         assert isinstance(plan, KafkaPlan)
         return kind.render_plan(plan, all_queue_files=every)
 
 
-def _document(props: Path, now: int, split: bool) -> str:
-    """``plan --json``'s document."""
+def _document(props: Path, now: int, split: bool, whole: bool = True) -> str:
+    """``plan --json``'s document (``whole``: as `plan --json` says it)."""
     parallel.way("")
     kind = _kind(props)
     cleaner = Cleaner(kind, clock_ms=lambda: now, announce_proc_view=False)
-    with forked.one_off(at_least=0 if split else 1 << 62):
+    with forked.one_off(at_least=0 if split else 1 << 62, whole_plan=whole):
         plan = cleaner.plan()
     assert isinstance(plan, KafkaPlan)
     out = io.StringIO()
@@ -117,17 +118,28 @@ def test_plan_text_of_two_processes_is_that_of_one(
     marker = tmp_path / "child-ran"
     hook(_marker(marker))
     two = _plan(props, now, every, split=True)
-    assert marker.read_text() == "forked"
-    assert parallel.last_way == "two processes"
+    if every:  # --all is made from the whole plan: one process makes it
+        assert not marker.exists() and parallel.last_way == ""
+    else:
+        assert marker.read_text() == "forked"
+        assert parallel.last_way == "two processes"
     assert two == one
     assert "topic orders total:" in one and DELETE_DIR in one
 
 
-def test_plan_json_of_two_processes_is_that_of_one(store: tuple[Path, int]) -> None:
-    """The document reads every partition: the child's half is planned here for it."""
+def test_plan_json_is_made_by_one_process(store: tuple[Path, int]) -> None:
+    """`plan --json` reads every partition: no child's work to throw away."""
     props, now = store
     one = _document(props, now, split=False)
     assert _document(props, now, split=True) == one
+    assert parallel.last_way == ""
+
+
+def test_the_whole_plan_of_a_split_is_that_of_one(store: tuple[Path, int]) -> None:
+    """Split for the text, then asked for every partition: the child's half is planned here."""
+    props, now = store
+    one = _document(props, now, split=False)
+    assert _document(props, now, split=True, whole=False) == one
     assert parallel.last_way == "two processes"
 
 
@@ -285,7 +297,7 @@ def test_two_log_dirs_each_split(tmpfs: Tmpfs) -> None:
     now = spec.now_ms
     for every in (False, True):
         two = _plan(props, now, every, split=True)
-        assert parallel.last_way == "two processes"
+        assert parallel.last_way == ("" if every else "two processes")
         assert two == _plan(props, now, every, split=False)
     for request in _targets(props):
         one = _rescue(props, now, request, split=False)
