@@ -97,7 +97,10 @@ def _plan(args: argparse.Namespace) -> int:
     # An incomplete view of /proc (a VM's init) is said only where it changed the plan.
     cleaner = Cleaner(kind_for(settings), announce_proc_view=False)
     # a one-off process: a kind may share its work with a forked child (never in a daemon)
-    with Progress("retentiond plan") as progress, forked.one_off():
+    with (
+        Progress("retentiond plan") as progress,
+        forked.one_off(whole_plan=args.json or args.all),
+    ):
         progress.update("scanning and planning the store")
         plan = cleaner.plan(manual=args.manual)
         progress.update("writing the plan")

@@ -13,7 +13,6 @@ and where it helps the message says what the broker would have done with the sam
 
 from __future__ import annotations
 
-import difflib
 import math
 import os
 import re
@@ -310,6 +309,8 @@ def _coerce_zone(spec: ConfigKey, raw: object, fmt: Format) -> str | None:
         )
     if not is_zone_name(text):
         hint = ""
+        import difflib  # only for a refusal's hint: not in every process's start-up
+
         try:
             close = difflib.get_close_matches(text, zoneinfo.available_timezones(), n=1)
         except Exception:  # an unreadable tzdata tree only costs us the hint
@@ -375,6 +376,8 @@ def closest_key(key: str, candidates: list[str], cutoff: float) -> str | None:
             return candidate
     if len(key) > 200:  # difflib is quadratic; nobody misspells a key that badly
         return None
+    import difflib  # only for a refusal's hint: not in every process's start-up
+
     lowered = {c.lower(): c for c in candidates}
     close = difflib.get_close_matches(key.lower(), list(lowered), n=1, cutoff=cutoff)
     return lowered[close[0]] if close else None

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import os
 import pickle
+import select
 import signal
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
@@ -29,27 +30,36 @@ AT_LEAST_ENV = "RETENTIOND_FORK_AT_LEAST"
 
 _allowed = False
 _at_least: int | None = None
+_whole = True
 
 
 @contextmanager
-def one_off(*, at_least: int | None = None) -> Iterator[None]:
+def one_off(*, at_least: int | None = None, whole_plan: bool = True) -> Iterator[None]:
     """Within: this process is a one-off command with no other thread that matters, and work
     may be split with a forked child. ``at_least`` overrides every kind's size threshold
     (tests: 0 forces the split on a small store), as ``RETENTIOND_FORK_AT_LEAST`` does.
+    ``whole_plan`` False: the command shows only the plan's default text (a kind whose
+    split hands back text, not the plan itself, splits only then).
     The previous state comes back on leaving (a test calling a command in-process leaves
     no permission behind for a daemon it starts later)."""
-    global _allowed, _at_least
-    before = _allowed, _at_least
+    global _allowed, _at_least, _whole
+    before = _allowed, _at_least, _whole
     if at_least is None and (env := os.environ.get(AT_LEAST_ENV, "").strip()):
         try:
             at_least = max(0, int(env))
         except ValueError:
             at_least = None  # not a number: the kinds' own thresholds
-    _allowed, _at_least = True, at_least
+    _allowed, _at_least, _whole = True, at_least, whole_plan
     try:
         yield
     finally:
-        _allowed, _at_least = before
+        _allowed, _at_least, _whole = before
+
+
+def whole_plan() -> bool:
+    """Whether the command may use every part of the plan (``plan --json``, ``--all``, a
+    rescue), not only the default text."""
+    return _whole
 
 
 def allowed(items: int, at_least: int) -> bool:
@@ -91,6 +101,14 @@ class Forked(Generic[T]):
                 os._exit(code)
         os.close(w)
         self.pid, self.fd = pid, r
+
+    def ready(self) -> bool:
+        """Whether the child's result (or its end) is there to read: ``result()`` waits no
+        longer for its work. The parent can use the time until then for something else."""
+        if self.fd < 0:
+            return True
+        readable, _, _ = select.select([self.fd], [], [], 0)
+        return bool(readable)
 
     def result(self) -> T:
         """The child's result; WorkerFailed when it has none."""

@@ -62,3 +62,24 @@ def test_environment_sets_the_threshold(monkeypatch: pytest.MonkeyPatch) -> None
     monkeypatch.setenv(forked.AT_LEAST_ENV, "not a number")
     with forked.one_off():
         assert not forked.allowed(1_000, 2_000)
+
+
+def test_ready_once_the_child_is_done() -> None:
+    r, w = os.pipe()
+    child = forked.Forked(lambda: os.read(r, 1))
+    assert not child.ready()  # blocked until the parent writes
+    os.write(w, b"x")
+    assert child.result() == b"x"
+    assert child.ready()
+    os.close(r)
+    os.close(w)
+
+
+def test_whole_plan_is_said_by_the_command() -> None:
+    assert forked.whole_plan()
+    with forked.one_off(whole_plan=False):
+        assert not forked.whole_plan()
+        with forked.one_off():
+            assert forked.whole_plan()
+        assert not forked.whole_plan()
+    assert forked.whole_plan()

@@ -14,9 +14,10 @@ and release the locks.
 
 from __future__ import annotations
 
+import functools
 import os
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from retentiond.config.settings import Settings, StoreSection
@@ -24,6 +25,7 @@ from retentiond.engine.decision import Decision
 from retentiond.engine.disk import PathUsage, measure_path, usage_record
 from retentiond.engine.execute import open_dir_below
 from retentiond.engine.figures import DiskFigures, KindStats, StoreStats
+from retentiond.engine.forked import Forked, WorkerFailed
 from retentiond.engine.holds import HeldFile
 from retentiond.engine.kind import BrokerMain, Cadence, RoundServices, StatusDoc
 from retentiond.engine.loss import GroupRisk, Progress, risk_status
@@ -55,18 +57,21 @@ from retentiond.kinds.kafka.offsets import (
     read_progress,
     with_loss,
 )
+from retentiond.kinds.kafka.parallel import ChildRescue, PlanHalf, Split, quiet, split_for, way
 from retentiond.kinds.kafka.plan import KafkaPlan, LogDirPlan, known_largest
 from retentiond.kinds.kafka.policy import PartitionPlan, TopicConfig, keep_all, plan_partition
-from retentiond.kinds.kafka.report import render_plan
+from retentiond.kinds.kafka.report import PlanText, plan_text, render_plan
 from retentiond.kinds.kafka.rescue import (
     Guard,
     LossOf,
     Selection,
     document,
+    half_of,
     report_lines,
+    segment_allocated,
     select,
 )
-from retentiond.kinds.kafka.scan import LogDirSnapshot, scan_log_dir
+from retentiond.kinds.kafka.scan import LogDirSnapshot, Partition, scan_log_dir
 from retentiond.kinds.kafka.storecheck import log_dir_problem
 from retentiond.kinds.kafka.voice import KafkaVoice
 from retentiond.reasons import KAFKA_DELETE_REASONS, KAFKA_DIR_REASONS, FileKind, Kind, Reason
@@ -92,6 +97,32 @@ def disk_state(ratios: Sequence[float | None], limit: float) -> str | None:
     if all(r is not None for r in ratios):
         return "ok"
     return None
+
+
+_PROGRESS_TOPICS = frozenset({OFFSETS_TOPIC})  # every process of a plan reads them
+
+
+class _Whole(Exception):
+    """A rescue made of two halves that do not fit together: one process does it all."""
+
+
+def _errors(snapshot: KafkaSnapshot, planned: Sequence[LogDirPlan]) -> list[str]:
+    """A plan's errors: the log dirs', their partitions' and the metadata log's."""
+    errors = [*snapshot.errors, *(e for p in planned for e in p.errors)]
+    if snapshot.metadata_error:
+        errors.append(snapshot.metadata_error)
+    return errors
+
+
+def _nothing(_entry: str, _name: fm.PartitionDirName) -> bool:
+    return False
+
+
+_NOTHING = _nothing
+
+
+def _path_of(p: Partition) -> str:
+    return p.path
 
 
 @dataclass(frozen=True)
@@ -153,6 +184,8 @@ class Kafka(KafkaVoice):
         # the largest timestamp of each segment being deleted, where the plan knows it: the
         # journal's age_ms counts from it, as the plan's does (``journal_fields``)
         self._largest: dict[str, int] = {}
+        # a plan or dry-run rescue made in two processes (``parallel``): decided by the scan
+        self._split: Split | None = None
 
     def reconfigure(self, settings: Settings[StoreSection]) -> None:
         """A reload: new retention values from the next round on. The log dirs cannot
@@ -193,6 +226,7 @@ class Kafka(KafkaVoice):
         errors: list[str] = []
         dirs = []
         self.last_dir_errors = {}
+        split = self._split = self._split_for(executes)
         self.last_disk = tuple(measure_path(d) for d in self.server.log_dirs)
         for d in self.server.log_dirs:
             # A dir missing, unmounted or unreadable is that dir's error, asked before its
@@ -207,7 +241,9 @@ class Kafka(KafkaVoice):
                 locked = self.locks[d].acquire()
                 if locked and not executes:
                     self.locks[d].release()
-                dirs.append((scan_log_dir(d), locked))
+                # split: the root and the consumer offsets only; plan_round does the rest
+                owned = None if split is None else _NOTHING
+                dirs.append((scan_log_dir(d, owned, _PROGRESS_TOPICS), locked))
             except OSError as e:
                 self.last_dir_errors[d] = str(e)
                 errors.append(f"{d}: {e}")
@@ -241,9 +277,24 @@ class Kafka(KafkaVoice):
     def _config_for(self, snap: KafkaSnapshot, topic: str) -> TopicConfig | None:
         return self.server.config_for(topic, snap.overrides, snap.broker_layers)
 
+    def _split_for(self, executes: bool) -> Split | None:
+        """Whether this plan or dry-run rescue is made in two processes (``parallel``): never
+        for a real round, nor for a rescue that consumer progress or the guard orders or
+        that goes beyond the retention."""
+        if executes:
+            return None
+        request = self.rescue_request
+        if request is not None and (
+            request.beyond_retention
+            or self.rescue_loss is not None
+            or self.settings.daemon.guard_unconsumed == "keep"
+        ):
+            return None
+        return split_for(self.server.log_dirs, rescue=request is not None)
+
     def plan_round(self, snapshot: KafkaSnapshot, rnd: RoundServices) -> KafkaPlan:
         rnd.phase(Kind.KAFKA_SEGMENT.value)
-        planned: list[LogDirPlan] = []
+        split, self._split = self._split, None
         configs: dict[str, TopicConfig | None] = {}  # a topic's config, worked out once a round
 
         def config_for(topic: str) -> TopicConfig | None:
@@ -253,37 +304,43 @@ class Kafka(KafkaVoice):
 
         progress = self.consumer_progress(snapshot, rnd.now_ms, remember=rnd.remembers)
         keep = self.settings.daemon.guard_unconsumed == "keep" and progress.readable
+        other_text = None
+        root = snapshot
         try:
-            for ld, locked in snapshot.log_dirs:
-                parts, leftovers = self._plan_log_dir(snapshot, ld, locked, rnd, config_for)
-                parts = tuple(with_loss(p, progress) for p in parts)
-                guarded = False
-                if keep:
-                    yielded = self.guard_yields(ld.path)
-                    parts = tuple(keep_unconsumed(p, yielded) for p in parts)
-                    # a running broker's own retention deletes whatever the lag: in a
-                    # plan-only dir nothing is guarded (its would-be deletions are kept as
-                    # broker_running, and its groups' records count as at risk)
-                    guarded = yielded is None and locked
-                # A plan or a dry run carries nothing out: the holds it would look up change
-                # nothing in what it returns (the partitions' own plans).
-                failed: tuple[str, ...] = ()
-                if locked and not ld.errors and rnd.executes and self.rescue_request is None:
-                    failed = self._carry_out(ld, parts, leftovers, rnd)
-                planned.append(
-                    LogDirPlan(
-                        ld.path, locked, parts, ld, (*ld.errors, *failed), leftovers, guarded
+            try:
+                if split is None or rnd.executes:
+                    planned = self._plan_dirs(snapshot, rnd, config_for, progress, keep)
+                    theirs = None
+                else:
+                    for topic in sorted(split.topics):
+                        config_for(topic)  # every topic's, for the plan's retention_ms
+                    snapshot, planned, other_text, theirs = self._plan_split(
+                        split, root, rnd, config_for, progress, keep
                     )
-                )
-            if self.rescue_request is not None:
-                self._rescue(self.rescue_request, snapshot, planned, rnd, config_for)
+                if self.rescue_request is not None:
+                    self._rescue(self.rescue_request, snapshot, planned, rnd, config_for, theirs)
+            except _Whole:  # a rescue made of halves that do not fit: one process does it
+                way("one process, after two did not fit")
+                other_text = None
+                snapshot = self._rescan(root, None)
+                planned = self._plan_dirs(snapshot, rnd, config_for, progress, keep)
+                if self.rescue_request is not None:
+                    self._rescue(self.rescue_request, snapshot, planned, rnd, config_for)
         finally:
             for lock in self.locks.values():
                 lock.release()
         self.last_plan_only = [p.path for p in planned if not p.locked]
-        errors = [*snapshot.errors, *(e for p in planned for e in p.errors)]
-        if snapshot.metadata_error:
-            errors.append(snapshot.metadata_error)
+        return self._kafka_plan(snapshot, planned, rnd, configs, progress, other_text)
+
+    def _kafka_plan(
+        self,
+        snapshot: KafkaSnapshot,
+        planned: list[LogDirPlan],
+        rnd: RoundServices,
+        configs: Mapping[str, TopicConfig | None],
+        progress: KafkaProgress,
+        other_text: tuple[PlanText | None, PlanText] | None = None,
+    ) -> KafkaPlan:
         return KafkaPlan(
             now_ms=rnd.now_ms,
             config_hash=self.settings.config_hash,
@@ -292,7 +349,7 @@ class Kafka(KafkaVoice):
             metadata_error=snapshot.metadata_error,
             manual=rnd.manual,
             dry_run=not rnd.executes,
-            errors=tuple(errors),
+            errors=tuple(_errors(snapshot, planned)),
             timezone=zone_name(self.settings.daemon.timezone),
             zone=self.settings.daemon.timezone,
             store=tuple(self.server.log_dirs),
@@ -304,7 +361,146 @@ class Kafka(KafkaVoice):
             time_index_compat=self.server.time_index_compat,
             progress=progress,
             guard_unconsumed=self.settings.daemon.guard_unconsumed == "keep",
+            other_text=other_text,
         )
+
+    def _plan_dirs(
+        self,
+        snapshot: KafkaSnapshot,
+        rnd: RoundServices,
+        config_for: Callable[[str], TopicConfig | None],
+        progress: KafkaProgress,
+        keep: bool,
+    ) -> list[LogDirPlan]:
+        """Each log dir's partitions planned, and in a real round carried out."""
+        planned = []
+        for ld, locked in snapshot.log_dirs:
+            parts, leftovers = self._plan_log_dir(snapshot, ld, locked, rnd, config_for)
+            parts = tuple(with_loss(p, progress) for p in parts)
+            guarded = False
+            if keep:
+                yielded = self.guard_yields(ld.path)
+                parts = tuple(keep_unconsumed(p, yielded) for p in parts)
+                # a running broker's own retention deletes whatever the lag: in a
+                # plan-only dir nothing is guarded (its would-be deletions are kept as
+                # broker_running, and its groups' records count as at risk)
+                guarded = yielded is None and locked
+            # A plan or a dry run carries nothing out: the holds it would look up change
+            # nothing in what it returns (the partitions' own plans).
+            failed: tuple[str, ...] = ()
+            if locked and not ld.errors and rnd.executes and self.rescue_request is None:
+                failed = self._carry_out(ld, parts, leftovers, rnd)
+            planned.append(
+                LogDirPlan(ld.path, locked, parts, ld, (*ld.errors, *failed), leftovers, guarded)
+            )
+        return planned
+
+    def _rescan(
+        self, snapshot: KafkaSnapshot, owned: Callable[[str, fm.PartitionDirName], bool] | None
+    ) -> KafkaSnapshot:
+        """``snapshot``'s log dirs scanned again, their partition dirs that ``owned`` accepts
+        (None: all of them)."""
+        dirs = []
+        errors = list(snapshot.errors)
+        for ld, locked in snapshot.log_dirs:
+            try:
+                dirs.append((scan_log_dir(ld.path, owned, _PROGRESS_TOPICS), locked))
+            except OSError as e:
+                self.last_dir_errors[ld.path] = str(e)
+                errors.append(f"{ld.path}: {e}")
+        return replace(snapshot, log_dirs=tuple(dirs), errors=tuple(errors))
+
+    def _plan_split(
+        self,
+        split: Split,
+        root: KafkaSnapshot,
+        rnd: RoundServices,
+        config_for: Callable[[str], TopicConfig | None],
+        progress: KafkaProgress,
+        keep: bool,
+    ) -> tuple[
+        KafkaSnapshot, list[LogDirPlan], tuple[PlanText | None, PlanText] | None, ChildRescue | None
+    ]:
+        """This process's half planned while a forked child plans the other (``parallel``):
+        the snapshot and plans of this half, the child's part of the text (``plan``) or of
+        the rescue; the child's half, if its text is not used or it failed, planned here
+        when first needed (``LogDirPlan.complete``)."""
+
+        def work() -> PlanHalf | ChildRescue:
+            quiet()
+            snap = self._rescan(root, split.child)
+            planned = self._plan_dirs(snap, rnd, config_for, progress, keep)
+            errors = _errors(snap, planned)
+            if split.rescue:
+                usable = [p for p in planned if not p.errors]
+                return ChildRescue(
+                    errors,
+                    sum(len(p.leftovers) for p in planned),
+                    {p.path: half_of(p, self.server, config_for, rnd.now_ms) for p in usable},
+                    {p.path: [f for q in p.own for f in q.partition.foreign] for p in planned},
+                )
+            plan = self._kafka_plan(snap, planned, rnd, {}, progress)
+            return PlanHalf(errors, plan_text(plan))
+
+        try:
+            child: Forked[PlanHalf | ChildRescue] | None = Forked(work)
+        except WorkerFailed:
+            child = None
+        snapshot = self._rescan(root, split.parent)
+        planned = self._plan_dirs(snapshot, rnd, config_for, progress, keep)
+        own_text = None
+        known: dict[str, int] = {}
+        if split.rescue:
+            # while the child is at work: this half's foreign files, and the space each
+            # segment its plan hands over holds (what the rescue may take of it)
+            for p in planned:
+                _ = p.foreign
+                if not p.errors:
+                    for q in p.own:
+                        for d in q.deletions:
+                            assert d.start_offset is not None
+                            known[d.path] = segment_allocated(q.partition, d.start_offset)
+        elif child is not None and not child.ready():
+            # this half's part of plan's text while the child is at work (plan --json and
+            # --all do not use it: they are made from the whole)
+            own_text = plan_text(self._kafka_plan(snapshot, planned, rnd, {}, progress), own=True)
+        got = None
+        if child is not None:
+            try:
+                got = child.result()
+            except WorkerFailed:
+                got = None
+        errors = _errors(snapshot, planned)
+        # the child's half, planned here when something asks for it
+        theirs: dict[str, tuple[tuple[PartitionPlan, ...], tuple[Decision, ...]]] = {}
+        their_errors: list[list[str]] = []
+
+        def plan_theirs(path: str) -> tuple[tuple[PartitionPlan, ...], tuple[Decision, ...]]:
+            if not their_errors:
+                snap = self._rescan(root, split.child)
+                done = self._plan_dirs(snap, rnd, config_for, progress, keep)
+                their_errors.append(_errors(snap, done))
+                theirs.update((p.path, (p.own, p.own_leftovers)) for p in done)
+            return theirs.get(path, ((), ()))
+
+        for p in planned:
+            p.complete = functools.partial(plan_theirs, p.path)
+        if split.rescue and isinstance(got, ChildRescue) and got.errors == errors:
+            way("two processes")
+            got.known = known
+            return snapshot, planned, None, got
+        if isinstance(got, PlanHalf) and got.errors == errors and isinstance(got.text, PlanText):
+            way("two processes")
+            return snapshot, planned, (own_text, got.text), None
+        if split.rescue:
+            raise _Whole("the child's half of the rescue did not come or does not fit")
+        plan_theirs("")  # the child's half, here, now
+        if their_errors[0] == errors:
+            way("the child's half here")
+            return snapshot, planned, None, None
+        way("one process, after two did not fit")
+        snapshot = self._rescan(root, None)
+        return snapshot, self._plan_dirs(snapshot, rnd, config_for, progress, keep), None, None
 
     def guard_yields(self, log_dir: str) -> str | None:
         """Disk safety wins over ``retentiond.guard.unconsumed: keep``: when the log dir's
@@ -343,7 +539,10 @@ class Kafka(KafkaVoice):
         ``retentiond.guard.staleAfter`` are ``stale`` (``_stale_groups``)."""
         found = []
         for ld, _locked in snapshot.log_dirs:
-            for p in ld.partitions:
+            parts = ld.partitions
+            if ld.extra:  # those another process plans, read here too, in the scan's order
+                parts = tuple(sorted((*parts, *ld.extra), key=_path_of))
+            for p in parts:
                 if p.topic != OFFSETS_TOPIC or p.name.special is not None or not len(p):
                     continue
                 lso = (ld.log_start_offsets or {}).get((p.topic, p.partition), 0)
@@ -462,6 +661,7 @@ class Kafka(KafkaVoice):
         planned: list[LogDirPlan],
         rnd: RoundServices,
         config_for: Callable[[str], TopicConfig | None],
+        theirs: ChildRescue | None = None,  # the other half of a dry run (``parallel``)
     ) -> None:
         """Select what goes (``rescue.select``) and, in a real round, carry it out: the
         leftovers, then per partition one prefix (the configured retention's and the
@@ -469,6 +669,9 @@ class Kafka(KafkaVoice):
         at all while another process holds any of the log dirs."""
         held = [p.path for p in planned if not p.locked]
         if held:
+            if theirs is not None:
+                # the round still reports the whole store's foreign files: one process
+                raise _Whole("a broker holds a log dir")
             self._rescue_state = (None, request, not rnd.executes, held)
             return
         usable = [p for p in planned if not p.errors]
@@ -487,6 +690,11 @@ class Kafka(KafkaVoice):
             and progress.readable
         ):
             guard = Guard(progress.protects, self.disk_warning_ratio)
+        if theirs is not None:
+            if loss_of is not None or guard is not None or request.beyond_retention or rnd.executes:
+                raise _Whole("only a dry run taking by the plan's order is made of halves")
+            self._rescue_half(theirs, request, planned, usable, config_for, rnd.now_ms)
+            return
         selection = select(usable, request, self.server, config_for, rnd.now_ms, loss_of, guard)
         if rnd.executes:
             snaps = {ld.path: ld for ld, _locked in snapshot.log_dirs}
@@ -505,6 +713,32 @@ class Kafka(KafkaVoice):
                     item.gone = item.decision.path in gone
                 g.after = measure_path(g.paths[0])
         self._rescue_state = (selection, request, not rnd.executes, [])
+
+    def _rescue_half(
+        self,
+        theirs: ChildRescue,
+        request: RescueRequest,
+        planned: list[LogDirPlan],
+        usable: list[LogDirPlan],
+        config_for: Callable[[str], TopicConfig | None],
+        now_ms: int,
+    ) -> None:
+        """A dry-run rescue of this half of the partitions, the child's half (``theirs``)
+        taken after it, in the scan's order (``parallel``); ``_Whole`` when they do not fit
+        together."""
+        if theirs.leftovers or set(theirs.halves) != {p.path for p in usable}:
+            raise _Whole("the child's half does not fit")
+        # this half alone (the whole, planned here, is for whoever reads the plan later)
+        mine = [
+            LogDirPlan(p.path, p.locked, p.own, (), p.errors, p.own_leftovers, p.guarded)
+            for p in usable
+        ]
+        for p in planned:
+            p.add_foreign(theirs.foreign.get(p.path, ()))
+        selection = select(
+            mine, request, self.server, config_for, now_ms, halves=theirs.halves, known=theirs.known
+        )
+        self._rescue_state = (selection, request, True, [])
 
     def _carry_out(
         self,

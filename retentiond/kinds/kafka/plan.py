@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 
 from retentiond.engine.decision import Decision
@@ -32,7 +32,12 @@ def known_largest(p: PartitionPlan, i: int, time_index_compat: bool) -> int | No
 class LogDirPlan:
     """One log dir's partitions planned. ``foreign`` (what the dir holds that is no Kafka
     file) is taken from the snapshot when first asked for: the daemon reports it, a plan
-    does not need it."""
+    does not need it.
+
+    A plan made in two processes (``parallel``) holds this process's partitions (``own``,
+    ``own_leftovers``) and ``complete``, which plans the other process's here: the first
+    use of ``partitions``, ``leftovers`` or ``foreign`` calls it, so that whatever reads
+    them sees the whole log dir, in the scan's order."""
 
     def __init__(
         self,
@@ -46,16 +51,59 @@ class LogDirPlan:
     ) -> None:
         self.path = path
         self.locked = locked
-        self.partitions = partitions
+        self.own = partitions
+        self._partitions = partitions
         self._foreign = foreign
         self.errors = errors
-        self.leftovers = leftovers
+        self.own_leftovers = leftovers
+        self._leftovers = leftovers
         self.guarded = guarded
+        # the other process's partitions and leftover dirs, planned here on first use
+        self.complete: Callable[[], tuple[tuple[PartitionPlan, ...], tuple[Decision, ...]]] | None
+        self.complete = None
+        self._all_foreign: tuple[tuple[str, str], ...] | None = None
+
+    def _whole(self) -> None:
+        complete, self.complete = self.complete, None
+        if complete is None:
+            return
+        parts, leftovers = complete()
+        self._partitions = tuple(sorted((*self.own, *parts), key=_path_of))
+        self._leftovers = tuple(sorted((*self.own_leftovers, *leftovers), key=_path_of))
+        if self._all_foreign is None:
+            more = [f for p in parts for f in p.partition.foreign]
+            self._all_foreign = tuple(sorted([*self._own_foreign, *more]))
+
+    @property
+    def partitions(self) -> tuple[PartitionPlan, ...]:
+        self._whole()
+        return self._partitions
+
+    @property
+    def leftovers(self) -> tuple[Decision, ...]:
+        self._whole()
+        return self._leftovers
+
+    @property
+    def _own_foreign(self) -> tuple[tuple[str, str], ...]:
+        got = self._foreign
+        return got.foreign if isinstance(got, LogDirSnapshot) else got
 
     @property
     def foreign(self) -> tuple[tuple[str, str], ...]:
-        got = self._foreign
-        return got.foreign if isinstance(got, LogDirSnapshot) else got
+        if self._all_foreign is None:
+            self._whole()
+        if self._all_foreign is not None:
+            return self._all_foreign
+        return self._own_foreign
+
+    def add_foreign(self, more: Iterable[tuple[str, str]]) -> None:
+        """What the dir's partitions another process planned hold that is no Kafka file."""
+        self._all_foreign = tuple(sorted([*self._own_foreign, *more]))
+
+
+def _path_of(x: PartitionPlan | Decision) -> str:
+    return x.partition.path if isinstance(x, PartitionPlan) else x.path
 
 
 @dataclass(frozen=True)
@@ -77,6 +125,10 @@ class KafkaPlan:
     time_index_compat: bool = False  # largest timestamps come from the time index
     progress: KafkaProgress | None = None  # the consumer progress read (offsets)
     guard_unconsumed: bool = False  # retentiond.guard.unconsumed=keep
+    # a plan made in two processes: the parts of ``plan``'s text (not --all) of this
+    # process's partitions (None: not made yet) and of the other's, ``report.PlanText``s;
+    # ``LogDirPlan.complete`` plans the other's partitions here if something needs them
+    other_text: tuple[object | None, object] | None = None
 
     def largest_ms(self, p: PartitionPlan, i: int) -> int | None:
         """Segment ``i`` of ``p``'s largest timestamp as retention.ms judges it (its batches'
@@ -96,9 +148,11 @@ class KafkaPlan:
             largest = self.largest_ms(p, i)
         return None if largest is None else largest + retention + 1
 
-    def partitions(self, ld: LogDirPlan) -> list[PartitionPlan]:
-        """A log dir's partitions by topic, then partition number."""
-        return sorted(ld.partitions, key=lambda p: (p.partition.topic, p.partition.partition))
+    def partitions(self, ld: LogDirPlan, *, own: bool = False) -> list[PartitionPlan]:
+        """A log dir's partitions by topic, then partition number (``own``: only those this
+        process planned)."""
+        parts = ld.own if own else ld.partitions
+        return sorted(parts, key=lambda p: (p.partition.topic, p.partition.partition))
 
     def totals(self) -> dict[str, int]:
         files = sum(len(p.partition.bases) for ld in self.log_dirs for p in ld.partitions)

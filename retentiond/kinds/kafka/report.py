@@ -14,7 +14,8 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from retentiond.engine.decision import Decision
@@ -92,29 +93,54 @@ def _size(p: PartitionPlan, i: int, d: Decision) -> int | None:
         return None
 
 
-class _Sum:
-    """Segments counted, and those that go with their bytes; with ``every_size`` (``plan
-    --all``) the bytes of all the segments counted too."""
+def _sum_text(counts: Sequence[int], every_size: bool) -> str:
+    """Partitions and segments counted (with ``every_size``, ``plan --all``, the bytes of
+    all of them), and those that go with their bytes: ``counts`` as ``Chunk.counts``."""
+    partitions, segments, held, deletes, delete_bytes = counts
+    size = f", {human_bytes(held)}" if every_size else ""
+    return (
+        f"{_n(partitions, 'partition')}, {_n(segments, 'segment')}{size}; "
+        f"delete {_n(deletes, 'segment')}, {human_bytes(delete_bytes)}"
+    )
 
-    def __init__(self, every_size: bool) -> None:
-        self.partitions = self.segments = self.bytes = self.deletes = self.delete_bytes = 0
-        self.every_size = every_size
 
-    def add(self, segments: int, held: int, deletes: int, delete_bytes: int) -> None:
-        """One partition: its segments, the bytes of those listed (counted only with
-        ``every_size``), and its deletions with their bytes."""
-        self.partitions += 1
-        self.segments += segments
-        self.bytes += held
-        self.deletes += deletes
-        self.delete_bytes += delete_bytes
+def _add(into: list[int], counts: Sequence[int]) -> None:
+    for k, c in enumerate(counts):
+        into[k] += c
 
-    def text(self) -> str:
-        held = f", {human_bytes(self.bytes)}" if self.every_size else ""
-        return (
-            f"{_n(self.partitions, 'partition')}, {_n(self.segments, 'segment')}{held}; "
-            f"delete {_n(self.deletes, 'segment')}, {human_bytes(self.delete_bytes)}"
-        )
+
+@dataclass
+class Chunk:
+    """The lines of consecutive partitions of one topic, and what its total line counts
+    of them: partitions, segments, bytes of the segments listed (``plan --all`` only),
+    deletions and their bytes; ``shown``: a partition of them is listed."""
+
+    topic: str
+    lines: list[str]
+    counts: list[int]
+    shown: bool
+
+
+@dataclass
+class DirText:
+    """One log dir's part of the text: its first line, its partitions by topic, and its
+    leftover dirs' lines with their names (the scan's order)."""
+
+    path: str
+    head: str
+    chunks: list[Chunk]
+    leftovers: list[tuple[str, str]]
+
+
+@dataclass
+class PlanText:
+    """A plan's text before it is joined (``join_text``): the lines above the log dirs
+    and each log dir's part. Plans of disjoint parts of the same store, each with the same
+    lines above and the same log dirs, join into the text of the whole (``parallel``)."""
+
+    header: list[str]
+    dirs: list[DirText]
+    every_size: bool
 
 
 def _n(count: int, noun: str) -> str:
@@ -178,68 +204,125 @@ def _partition(
     return sizes, True
 
 
-def _log_dir(plan: KafkaPlan, ld: LogDirPlan, all_queue_files: bool, out: list[str]) -> _Sum:
+def _log_dir(plan: KafkaPlan, ld: LogDirPlan, all_queue_files: bool, own: bool) -> DirText:
     head = "" if ld.locked else "  (plan-only: another process holds .lock)"
-    out.append(f"{ld.path}{head}")
-    whole = _Sum(all_queue_files)
-    topic: _Sum | None = None
-    name = None
-    shown = False  # any partition of the topic
-    partitions = plan.partitions(ld)
-    for n, p in enumerate(partitions):
-        if p.partition.topic != name:
-            name, topic, shown = p.partition.topic, _Sum(all_queue_files), False
-        assert topic is not None
-        sizes, listed = _partition(plan, p, all_queue_files, out)
-        shown = shown or listed
+    chunks: list[Chunk] = []
+    chunk: Chunk | None = None
+    for p in plan.partitions(ld, own=own):
+        if chunk is None or p.partition.topic != chunk.topic:
+            chunk = Chunk(p.partition.topic, [], [0, 0, 0, 0, 0], False)
+            chunks.append(chunk)
+        sizes, listed = _partition(plan, p, all_queue_files, chunk.lines)
+        chunk.shown = chunk.shown or listed
         deletions = p.deletions
-        counts = (
-            len(p.partition.bases),
-            sum([s for s in sizes if s is not None]) if all_queue_files else 0,
-            len(deletions),
-            sum([d.identity.size for d in deletions if d.identity is not None]),
+        _add(
+            chunk.counts,
+            (
+                1,
+                len(p.partition.bases),
+                sum([s for s in sizes if s is not None]) if all_queue_files else 0,
+                len(deletions),
+                sum([d.identity.size for d in deletions if d.identity is not None]),
+            ),
         )
-        topic.add(*counts)
-        whole.add(*counts)
-        last = n + 1 == len(partitions) or partitions[n + 1].partition.topic != name
-        if last and shown:
-            out.append(f"  topic {name} total: {topic.text()}")
-    if ld.leftovers:
-        out.append("  leftover partition dirs (each removed whole or kept):")
-    for d in ld.leftovers:
+    leftovers = []
+    for d in ld.own_leftovers if own else ld.leftovers:
         size = human_bytes(d.identity.size) if d.identity is not None else "?"
-        out.append(
-            f"    {os.path.basename(d.path)}: {d.verdict.value} {d.reason.value} {size}"
-            + (f" ({d.detail})" if d.detail else "")
+        name = os.path.basename(d.path)
+        leftovers.append(
+            (
+                name,
+                f"    {name}: {d.verdict.value} {d.reason.value} {size}"
+                + (f" ({d.detail})" if d.detail else ""),
+            )
         )
-    out.append(f"{ld.path} total: {whole.text()}")
-    return whole
+    return DirText(ld.path, f"{ld.path}{head}", chunks, leftovers)
 
 
-def render_plan(plan: KafkaPlan, *, all_queue_files: bool = False) -> str:
-    """The text of ``plan`` (``all_queue_files``: ``plan --all``, every segment)."""
-    out = [
+def plan_text(plan: KafkaPlan, *, all_queue_files: bool = False, own: bool = False) -> PlanText:
+    """The parts of ``render_plan``'s text (``own``: of the partitions this process planned
+    only, when another planned the rest)."""
+    header = [
         f"kafka  config {plan.config_hash}  timezone {plan.timezone}  "
         f"now {human_time(plan.now_ms, plan.zone)}" + ("  manual round" if plan.manual else ""),
         f"metadata: {plan.metadata_source or 'none'}"
         + (f" (error: {plan.metadata_error})" if plan.metadata_error else ""),
     ]
     if plan.progress is not None:
-        out.append(plan.progress.coverage_line())
+        header.append(plan.progress.coverage_line())
         if plan.guard_unconsumed and plan.progress.progress is not Progress.KNOWN:
-            out.append(
+            header.append(
                 "  guard: retentiond.guard.unconsumed=keep protects only the groups whose "
                 "offsets were read here"
             )
-        out.extend(f"  problem: {w}" for _p, w in plan.progress.problems)
+        header.extend(f"  problem: {w}" for _p, w in plan.progress.problems)
     for err in plan.errors:
-        out.append(f"ERROR: {err}")
+        header.append(f"ERROR: {err}")
+    dirs = [_log_dir(plan, ld, all_queue_files, own) for ld in plan.log_dirs]
+    return PlanText(header, dirs, all_queue_files)
+
+
+def join_text(parts: Sequence[PlanText]) -> str:
+    """The text of the plans of ``parts``, each of a disjoint part of the same store, in
+    the order of their partitions (every topic of a part before those of the next, a topic
+    split between two parts at most once); ValueError if they do not fit together."""
+    first = parts[0]
+    if any(
+        p.header != first.header
+        or p.every_size != first.every_size
+        or [(d.path, d.head) for d in p.dirs] != [(d.path, d.head) for d in first.dirs]
+        for p in parts
+    ):
+        raise ValueError("the parts are of different plans")
+    every_size = first.every_size
+    out = list(first.header)
     deletes = delete_bytes = 0
-    for ld in plan.log_dirs:
+    for n, d in enumerate(first.dirs):
         out.append("")
-        whole = _log_dir(plan, ld, all_queue_files, out)
-        deletes += whole.deletes
-        delete_bytes += whole.delete_bytes
+        out.append(d.head)
+        whole = [0, 0, 0, 0, 0]
+        merged: list[Chunk] = []
+        for part in parts:
+            for c in part.dirs[n].chunks:
+                if merged and merged[-1].topic == c.topic:
+                    last = merged[-1]
+                    merged[-1] = Chunk(
+                        c.topic, [*last.lines, *c.lines], list(last.counts), last.shown or c.shown
+                    )
+                    _add(merged[-1].counts, c.counts)
+                else:
+                    merged.append(c)
+        for c in merged:
+            out.extend(c.lines)
+            if c.shown:
+                out.append(f"  topic {c.topic} total: {_sum_text(c.counts, every_size)}")
+            _add(whole, c.counts)
+        leftovers = sorted(
+            (x for part in parts for x in part.dirs[n].leftovers), key=lambda x: x[0]
+        )
+        if leftovers:
+            out.append("  leftover partition dirs (each removed whole or kept):")
+        out.extend(line for _name, line in leftovers)
+        out.append(f"{d.path} total: {_sum_text(whole, every_size)}")
+        deletes += whole[3]
+        delete_bytes += whole[4]
     out.append("")
     out.append(f"plan: delete {deletes} segments, {human_bytes(delete_bytes)}")
     return "\n".join(out) + "\n"
+
+
+def render_plan(plan: KafkaPlan, *, all_queue_files: bool = False) -> str:
+    """The text of ``plan`` (``all_queue_files``: ``plan --all``, every segment). A plan
+    made in two processes joins this one's text with the other's (``plan.other_text``);
+    ``plan --all`` and parts that do not fit are rendered from the whole plan (the other
+    process's partitions planned here)."""
+    if plan.other_text is not None and not all_queue_files:
+        own, other = plan.other_text
+        if not isinstance(own, PlanText):
+            own = plan_text(plan, own=True)
+        if isinstance(other, PlanText):
+            try:
+                return join_text([own, other])
+            except ValueError:
+                pass
+    return join_text([plan_text(plan, all_queue_files=all_queue_files)])

@@ -42,11 +42,12 @@ from __future__ import annotations
 import heapq
 import os
 from bisect import bisect_left
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from retentiond.engine.decision import Decision
 from retentiond.engine.disk import PathUsage, measure_path, ratio_from_counts
+from retentiond.engine.identity import FileIdentity
 from retentiond.engine.rescue import RescueRequest
 from retentiond.kinds.kafka import formats as fm
 from retentiond.kinds.kafka.config import KafkaServer
@@ -187,6 +188,77 @@ class Selection:
     leftovers: dict[str, list[Decision]]  # log dir → dirs to remove
 
 
+# One segment of the configured retention, compactly (``Half``): its ``.log``, reason,
+# identity (ino, dev, size, mtime_ns), offsets, topic, partition, detail, and the space its
+# files hold.
+Compact = tuple[str, str, int, int, int, int, int, int, str, int, str | None, int]
+
+
+@dataclass
+class Half:
+    """What a rescue needs of partitions another process planned (``parallel``), for a
+    rescue that takes by the plan's order alone (no consumer progress, no guard, nothing
+    beyond the retention): per partition, in the scan's order, the segments its plan hands
+    over; and whether one of them has a segment beyond its retention that could go."""
+
+    partitions: list[list[Compact]]
+    beyond: bool
+
+
+def compact(p: PartitionPlan, d: Decision) -> Compact:
+    """``d``, a deletion of ``p``'s plan, with the space its files hold."""
+    ident = d.identity
+    assert ident is not None and d.start_offset is not None and d.end_offset is not None
+    assert d.topic is not None and d.queue_id is not None
+    return (
+        d.path,
+        f"{d.reason}",
+        ident.ino,
+        ident.dev,
+        ident.size,
+        ident.mtime_ns,
+        d.start_offset,
+        d.end_offset,
+        d.topic,
+        d.queue_id,
+        d.detail,
+        segment_allocated(p.partition, d.start_offset),
+    )
+
+
+def _decision(c: Compact) -> Decision:
+    path, reason, ino, dev, size, mtime_ns, start, end, topic, partition, detail, _ = c
+    return Decision(
+        Kind.KAFKA_SEGMENT,
+        path,
+        Verdict.DELETE,
+        Reason(reason),
+        FileIdentity(ino, dev, size, mtime_ns),
+        start,
+        end,
+        topic,
+        partition,
+        detail,
+    )
+
+
+def half_of(
+    ld: LogDirPlan,
+    server: KafkaServer,
+    config_for: Callable[[str], TopicConfig | None],
+    now_ms: int,
+) -> Half:
+    """``ld``'s partitions as another process's rescue takes them (``Half``)."""
+    floor = server.rescue_min_retention_ms
+    beyond = False
+    parts = []
+    for p in ld.partitions:
+        parts.append([compact(p, d) for d in p.deletions])
+        if not beyond and p.roll_offset is None and _eligible_beyond(p, server, config_for):
+            beyond = _beyond_candidate(p, len(p.deletions), now_ms, floor, None) is not None
+    return Half(parts, beyond)
+
+
 def _eligible_beyond(
     p: PartitionPlan,
     server: KafkaServer,
@@ -319,6 +391,9 @@ class _Taking:
     taken: dict[int, list[Decision]] = field(default_factory=dict)  # id(plan) → its prefix
     plans: dict[int, tuple[str, PartitionPlan]] = field(default_factory=dict)
     kept: set[int] = field(default_factory=set)  # partitions the guard stopped, once each
+    # per log dir, the partitions another process planned, after this one's (``Half``)
+    halves: Mapping[str, Half] = field(default_factory=dict)
+    known: Mapping[str, int] = field(default_factory=dict)  # a .log's path → its space
 
     def enough(self) -> bool:
         return self.freed >= self.group.needed
@@ -338,7 +413,9 @@ class _Taking:
 
     def take(self, step: str, path: str, p: PartitionPlan, d: Decision) -> None:
         assert d.start_offset is not None
-        alloc = segment_allocated(p.partition, d.start_offset)
+        alloc = self.known.get(d.path)
+        if alloc is None:
+            alloc = segment_allocated(p.partition, d.start_offset)
         self.group.items.append(Item(step, d, alloc))
         self.taken.setdefault(id(p), []).append(d)
         self.plans[id(p)] = (path, p)
@@ -358,7 +435,15 @@ class _Taking:
                         if self.enough() or self._guarded(p, d):
                             break
                         self.take(STEP_RETENTION, ld.path, p, d)
+                half = self.halves.get(ld.path)
+                for segments in half.partitions if half is not None else ():
+                    for c in segments:
+                        if self.enough():
+                            break
+                        self.group.items.append(Item(STEP_RETENTION, _decision(c), c[-1]))
+                        self.freed += c[-1]
             return
+        assert not self.halves, "another process's partitions only in the plan's order"
         # first what loses nothing: each prefix up to its first segment holding records a
         # group has not consumed; then, only while still short, the rest in ``order_key``
         # order (unconsumed last, oldest first), each partition only ever a prefix
@@ -422,7 +507,10 @@ class _Taking:
                     seq = len(cursors)
                     cursors[seq] = (ld.path, p)
                     heapq.heappush(heap, (got[0], seq, i, got[1], got[2]))
-        self.group.beyond_available = bool(heap)
+        self.group.beyond_available = bool(heap) or any(
+            h.beyond for ld in lds if (h := self.halves.get(ld.path)) is not None
+        )
+        assert not (heap and self.halves and request.beyond_retention)
         while heap and request.beyond_retention and not self.enough():
             _key, seq, i, ts, loss = heapq.heappop(heap)
             path, p = cursors[seq]
@@ -443,9 +531,15 @@ def select(
     now_ms: int,
     loss_of: LossOf | None = None,
     guard: Guard | None = None,
+    halves: Mapping[str, Half] | None = None,
+    known: Mapping[str, int] | None = None,
 ) -> Selection:
     """What the rescue takes, per filesystem, in the order of the steps; ``guard``: what
-    ``retentiond.guard.unconsumed: keep`` keeps, unless disk safety says so."""
+    ``retentiond.guard.unconsumed: keep`` keeps, unless disk safety says so. ``halves``:
+    per log dir, the partitions another process planned, which follow ``planned``'s in the
+    scan's order (only without ``loss_of``, ``guard`` or ``beyond_retention``: what is
+    taken from them is in the selection's items, and carried out by nobody: a dry run).
+    ``known``: the space of segments' files already measured, by ``.log`` path."""
     by_dev: dict[int, list[LogDirPlan]] = {}
     for ld in planned:
         try:
@@ -460,7 +554,7 @@ def select(
         usage = measure_path(lds[0].path)
         group = Group([ld.path for ld in lds], usage, needed_bytes(usage, request))
         groups.append(group)
-        t = _Taking(group, guard)
+        t = _Taking(group, guard, halves=halves or {}, known=known or {})
         if guard is not None and usage.ratio is not None:
             t.room = needed_bytes(usage, RescueRequest(target_ratio=guard.warning_ratio))
         # 1. leftovers

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import os
 import stat
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from enum import Enum
 from functools import cached_property
@@ -455,6 +455,9 @@ class LogDirSnapshot:
     recovery_points: dict[tuple[str, int], int] | None
     root_foreign: tuple[tuple[str, str], ...] = ()
     errors: tuple[str, ...] = field(default=())
+    # scanned only to be read (the consumer offsets), not planned here: a scan of part of
+    # the partitions (``scan_log_dir``'s ``owned``) leaves the others to another process
+    extra: tuple[Partition, ...] = ()
 
     @cached_property
     def foreign(self) -> tuple[tuple[str, str], ...]:
@@ -577,13 +580,22 @@ _IS_SYMLINK = os.DirEntry.is_symlink
 _IS_FILE = os.DirEntry.is_file
 
 
-def scan_log_dir(path: str) -> LogDirSnapshot:
+def scan_log_dir(
+    path: str,
+    owned: Callable[[str, fm.PartitionDirName], bool] | None = None,
+    extra_topics: frozenset[str] = frozenset(),
+) -> LogDirSnapshot:
     """A log dir → snapshot. Partition dirs (including ``-delete``/``-future``/``-stray`` and
     ``__cluster_metadata-0``, which the policy leaves alone with a reason) are listed; anything
-    else is foreign. Symlinks are reported, never followed."""
+    else is foreign. Symlinks are reported, never followed.
+
+    ``owned``: only the partition dirs it accepts (by entry name and parsed name) are
+    listed (another process takes the rest); those of ``extra_topics`` it does not accept
+    are listed too, into ``extra``."""
     errors: list[str] = []
     foreign: list[tuple[str, str]] = []
     partitions: list[Partition] = []
+    extra: list[Partition] = []
     st = os.stat(path)  # the configured dir may itself be a symlink; nothing below it may
     if not stat.S_ISDIR(st.st_mode):
         raise NotADirectoryError(f"{path}: not a directory")
@@ -602,10 +614,16 @@ def scan_log_dir(path: str) -> LogDirSnapshot:
                 if name is None:
                     foreign.append((full, "directory not named <topic>-<partition>"))
                     continue
+                into = partitions
+                if owned is not None and not owned(e.name, name):
+                    if name.topic not in extra_topics:
+                        continue
+                    into = extra
                 try:
-                    partitions.append(_scan_partition(full, name, root_fd))
+                    into.append(_scan_partition(full, name, root_fd))
                 except OSError as err:
-                    errors.append(f"{full}: {err}")
+                    if into is partitions:  # the process that owns it says so
+                        errors.append(f"{full}: {err}")
             elif e.name in _ROOT_FILES or e.name.endswith((".tmp", ".checkpoint")):
                 continue
             else:
@@ -620,6 +638,7 @@ def scan_log_dir(path: str) -> LogDirSnapshot:
         recovery_points=_checkpoint(os.path.join(path, fm.RECOVERY_CHECKPOINT), errors),
         root_foreign=tuple(foreign),
         errors=tuple(errors),
+        extra=tuple(extra),
     )
 
 
