@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -17,7 +18,7 @@ import pytest
 from retentiond.engine import forked
 from retentiond.engine.cleaner import Cleaner
 from retentiond.kinds import kind_for, load_settings
-from retentiond.kinds.rocketmq import scan
+from retentiond.kinds.rocketmq import halfwalk, scan
 from retentiond.kinds.rocketmq.kind import RocketMQ
 from retentiond.kinds.rocketmq.plan import Plan
 from tests.helpers.stores import Store, expired_spec, make_store
@@ -96,26 +97,31 @@ def test_unusual_topics_are_walked_as_always(tmp_path: Path) -> None:
     assert kind.last_prefetch is not None and kind.last_prefetch.topics > 0
 
 
-@pytest.mark.parametrize("fails_after", [0, 3])
+@pytest.mark.parametrize("how", ["exits", "killed", "raises", "a chunk missing"])
 def test_a_child_that_fails_leaves_its_part_to_the_walk(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fails_after: int
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, how: str
 ) -> None:
-    """The child dies in its first chunk, or after some chunks: the walk does every topic
-    the child had claimed, and the plan is the same."""
+    """The child ends other than as it should, or its result lacks a chunk: the walk does
+    every topic the child had claimed, and the plan is the same."""
     store = _store(tmp_path)
     alone, _ = _plan(store, shared=False)
-    work = scan._chunk_walk
     walk = os.getpid()
-    calls = {"n": 0}
+    if how == "a chunk missing":
+        child = halfwalk._child
+        monkeypatch.setattr(halfwalk, "_child", lambda *args: child(*args)[1:])
+    else:
+        work = scan._chunk_walk
 
-    def failing(*args: Any) -> bytes:
-        if os.getpid() != walk:  # in the child (its own copy of the counter)
-            calls["n"] += 1
-            if calls["n"] > fails_after:
-                os._exit(3)
-        return work(*args)
+        def failing(*args: Any) -> bytes:
+            if os.getpid() != walk:  # in the child, in its first chunk
+                if how == "exits":
+                    os._exit(3)
+                if how == "killed":
+                    os.kill(os.getpid(), signal.SIGKILL)
+                raise RuntimeError("the child fails")
+            return work(*args)
 
-    monkeypatch.setattr(scan, "_chunk_walk", failing)
+        monkeypatch.setattr(scan, "_chunk_walk", failing)
     shared, kind = _plan(store, shared=True)
     assert kind.last_prefetch is not None and kind.last_prefetch.topics == 0
     assert json.dumps(shared, indent=2) == json.dumps(alone, indent=2)
