@@ -311,12 +311,12 @@ _FILE_OPEN = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC  # (read
 
 
 def _chunk_walk(cq_dir: str, topics: tuple[str, ...], min_offset: int, cq_file_size: int,
-                 lo: int, hi: int) -> bytes:  # fmt: skip
+                lo: int, hi: int) -> bytes:  # fmt: skip
     """Topics ``lo..hi-1`` (in either process), each listed and its queues' files read,
-    packed for ``_chunk_listings``: per topic 1 and its number of queue directories, then per queue
-    directory its id, its names tuple's number in this chunk and how many files were read
-    (int64s); the keys and values (bytes); the names tuples (their lengths, then the names
-    written out). A topic with anything unusual in it is a 0 (the walk does it)."""
+    packed for ``_chunk_listings``: per topic 1 and its number of queue directories, then per
+    queue directory its id, its names tuple's number in this chunk and how many files were
+    read (int64s); the keys and values (bytes); the names tuples (their lengths, then the
+    names written out). A topic with anything unusual in it is a 0 (the walk does it)."""
     ints = array("q")
     blob = bytearray()
     tuples: dict[tuple[str, ...], int] = {}
@@ -324,7 +324,7 @@ def _chunk_walk(cq_dir: str, topics: tuple[str, ...], min_offset: int, cq_file_s
         mark, blob_mark = len(ints), len(blob)
         try:
             done = _chunk_topic(f"{cq_dir}/{topics[t]}", min_offset, cq_file_size, ints,
-                                 blob, tuples)  # fmt: skip
+                                blob, tuples)  # fmt: skip
         except (OSError, ValueError):
             done = False
         if not done:
@@ -338,7 +338,7 @@ def _chunk_walk(cq_dir: str, topics: tuple[str, ...], min_offset: int, cq_file_s
 
 
 def _chunk_topic(path: str, min_offset: int, cq_file_size: int, ints: array[int],
-                  blob: bytearray, tuples: dict[tuple[str, ...], int]) -> bool:  # fmt: skip
+                 blob: bytearray, tuples: dict[tuple[str, ...], int]) -> bool:  # fmt: skip
     """One topic directory for ``_chunk_walk``: False when it holds anything but queue
     directories of queue files, or anything fails. As the walk: the topic directory opened
     without following a symlink, each queue directory stat-ed relative to it, each file
@@ -778,6 +778,7 @@ class QueueLister:
     def _counted(
         self, got: Iterator[str | list[QueueListing]]
     ) -> Iterator[str | list[QueueListing]]:
+        """``got``, with the directories listed in it counted as the walk counts its own."""
         for topic in got:
             if type(topic) is list:
                 self.listed += 1 + len(topic)
