@@ -20,6 +20,8 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+import structlog
+
 from retentiond.config.settings import Settings, StoreSection
 from retentiond.engine import forked
 from retentiond.engine.decision import Decision
@@ -67,7 +69,7 @@ from retentiond.kinds.rocketmq.reader import (
 )
 from retentiond.kinds.rocketmq.report import render_plan
 from retentiond.kinds.rocketmq.risk import add_group_risks, going
-from retentiond.kinds.rocketmq.scan import QueueLister, scan
+from retentiond.kinds.rocketmq.scan import Prefetch, QueueLister, scan
 from retentiond.kinds.rocketmq.scancache import LoadedValues
 from retentiond.kinds.rocketmq.snapshot import Snapshot
 from retentiond.kinds.rocketmq.timerlog import plan_timerlog
@@ -75,6 +77,8 @@ from retentiond.kinds.rocketmq.triggers import evaluate, hour_of_day
 from retentiond.kinds.rocketmq.voice import RocketMQVoice
 from retentiond.reasons import DELETE_REASONS, FORCED_REASONS, Kind, Reason, Verdict
 from retentiond.text.units import zone_name
+
+log = structlog.get_logger(__name__)
 
 BELOW = Reason.BELOW_COMMITLOG_MIN_OFFSET
 
@@ -158,6 +162,18 @@ class RocketMQ(RocketMQVoice):
         # Values from the cache file by queue directory, until a remembering round has
         # planned every queue (then the memo holds what was verified).
         self.loaded_values: LoadedValues | None = None
+        self.last_prefetch: Prefetch | None = None  # the last walk's, when it had one
+
+    def _prefetch(self, min_offset: int, gate: int) -> Prefetch | None:
+        """A walk that may be shared with a forked child (when ``engine.forked`` allows it:
+        within ``retentiond plan``): one that will examine every queue with nothing of the
+        store remembered (every directory listed, every examined file read), and that
+        leaves nothing behind (a plan's)."""
+        if min_offset < 0 or min_offset <= gate:
+            return None
+        if self.loaded_values is not None or self.queue_memo or self.lister.queue_entries():
+            return None
+        return Prefetch(min_offset, self.reader.cq_file_size)
 
     def _scan_cache_path(self) -> Path | None:
         """Beside the journal: the configured journal directory, else the journal's default
@@ -294,9 +310,10 @@ class RocketMQ(RocketMQVoice):
             if snapshot.errors:
                 min_offset = -1  # never act on the queues of a store we could not fully read
             rnd.phase(Kind.CONSUMEQUEUE.value)
+            prefetch = None if rnd.remembers else self._prefetch(min_offset, gate)
             with gc_paused():
                 qp = plan_queues(
-                    snapshot.list_queues(),
+                    snapshot.list_queues() if prefetch is None else snapshot.list_queues(prefetch),
                     snapshot.index,
                     snapshot.index_dir,
                     min_offset=min_offset,
@@ -304,7 +321,13 @@ class RocketMQ(RocketMQVoice):
                     reader=self.reader,
                     memo=self.queue_memo,
                     loaded=self.loaded_values,
+                    prefetched=None if prefetch is None else prefetch.values,
                 )
+            if prefetch is not None and prefetch.shared:
+                self.reader.reads += prefetch.reads
+                self.last_prefetch = prefetch
+                log.debug("queue walk shared with a forked child", child_topics=prefetch.topics,
+                          reads=prefetch.reads)  # fmt: skip
             if qp.examined:
                 # The memo now holds every queue's verified values (a plan's walk fills it
                 # too): the file's arrays are not needed after a daemon's start-up scan.

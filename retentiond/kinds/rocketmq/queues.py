@@ -26,6 +26,7 @@ pack = STOP.pack
 _NO_VALUES: array[int] = array("q")
 value_at = struct.Struct("=q").unpack_from
 new_tuple = tuple.__new__  # a NamedTuple built without its keyword-handling __new__
+_LIVE = Reason.HOLDS_LIVE_OFFSET
 
 Values = tuple["Known | None", ...]  # per file name of a listing, oldest first (no newest)
 
@@ -114,6 +115,48 @@ def plan_queue(
         return new_tuple(QueueDecision, (topic, queue_id, location, q.names, (*deleted,), *parts))
     parts = (None, None, None, q.key)
     return new_tuple(QueueDecision, (topic, queue_id, location, q.names, (*deleted,), *parts))
+
+
+def plan_queue_read(
+    q: QueueListing, min_offset: int, reader: BinaryReader, values: bytes
+) -> QueueDecision:
+    """``plan_queue`` for a queue whose files a helper process has just read for this walk
+    (``scan.Prefetch``): ``values`` holds a ``STOP`` record (inode, device, size, mtime_ns,
+    value) per file read, oldest first, up to the first that holds an offset at or above
+    ``min_offset`` or the newest, as ``plan_queue`` reads them; the decision is the one
+    ``plan_queue`` makes from those reads."""
+    size = STOP.size
+    names = q[3]
+    if len(values) == size and value_at(values, VALUE_AT)[0] >= min_offset and len(names) > 1:
+        # The usual queue: its oldest file holds a live offset (the record is the stop's).
+        fields: tuple[object, ...] = (q[0], q[1], q[2], names, (), _LIVE, values, None, q[5])
+        return new_tuple(QueueDecision, fields)
+    n = len(values) // size
+    if n < 1 or n > len(names) - 1 or n * size != len(values):
+        return plan_queue(q, min_offset, reader)  # (never: not what the helper sends)
+    deleted: list[Decision] = []
+    topic, queue_id = q[0], q[1]
+    directory = q.directory
+    for j in range(n):
+        value = value_at(values, j * size + VALUE_AT)[0]
+        if value < min_offset:  # strict "<" as upstream
+            ino, dev, fsize, mtime, _ = STOP.unpack_from(values, j * size)
+            name = names[j]
+            deleted.append(
+                Decision(Kind.CONSUMEQUEUE, f"{directory}/{name}", Verdict.DELETE,
+                         Reason.BELOW_COMMITLOG_MIN_OFFSET, FileIdentity(ino, dev, fsize, mtime),
+                         int(name), value, topic, queue_id)
+            )  # fmt: skip
+            continue
+        if j != n - 1:
+            return plan_queue(q, min_offset, reader)  # (never: read past its stop)
+        packed = values if n == 1 else values[j * size :]
+        fields = (topic, queue_id, q[2], names, (*deleted,), _LIVE, packed, None, q.key)
+        return new_tuple(QueueDecision, fields)
+    if n != len(names) - 1:
+        return plan_queue(q, min_offset, reader)  # (never: stopped before its stop)
+    fields = (topic, queue_id, q[2], names, (*deleted,), None, None, None, q.key)
+    return new_tuple(QueueDecision, fields)
 
 
 def plan_queue_from_file(
@@ -269,6 +312,7 @@ def plan_queues(
     reader: BinaryReader,
     memo: dict[bytes | str, QueueDecision] | None = None,
     loaded: LoadedValues | None = None,
+    prefetched: dict[bytes, bytes] | None = None,
 ) -> QueuesPlan:
     """Plan every queue and the index list, or nothing when the minimum has not moved.
 
@@ -280,6 +324,9 @@ def plan_queues(
     values read, so when the lister hands back the same unchanged listing and the earlier
     decision stopped at a file whose last unit is still at or above the new minimum, the
     earlier decision is the answer again.
+
+    ``prefetched`` (a ``scan.Prefetch``'s ``values``): what a helper process read of the
+    queues it listed for this walk, by their listings' keys, taken out as they are used.
     """
     if min_offset < 0 or min_offset <= last_min_offset:
         return QueuesPlan(
@@ -291,6 +338,7 @@ def plan_queues(
     live, unreadable = Reason.HOLDS_LIVE_OFFSET, Reason.UNREADABLE
     # (After a start the memo is empty: no lookup per queue in that first walk.)
     memo_get = memo.get if memo else None
+    prefetched_pop = prefetched.pop if prefetched is not None else None
     loaded_get = loaded.get if loaded else None
     # Listings loaded from the scan cache file, their values still in its arrays
     # (scancache.LoadedValues; looked up inline: this runs for every queue after a start).
@@ -314,9 +362,12 @@ def plan_queues(
         # The memo is keyed as the lister's listings are: by the directory's key (its path
         # when a listing has none), so a directory that changed has no earlier decision.
         slot = q.key or q.directory
-        hit = memo_get(slot) if memo_get is not None else None
+        read = prefetched_pop(q.key, None) if prefetched_pop is not None else None
+        hit = memo_get(slot) if memo_get is not None and read is None else None
         decision = None
-        if hit is not None:
+        if read is not None:
+            decision = plan_queue_read(q, min_offset, reader, read)  # read for this walk
+        elif hit is not None:
             earlier = hit
             # The listing the earlier decision was made on: the lister hands back the same
             # listing (and its very key object) while the directory is unchanged. A listing
@@ -354,8 +405,10 @@ def plan_queues(
             decision = plan_queue(q, min_offset, reader, known_values(got[0], got[1], q))
         else:
             decision = plan_queue(q, min_offset, reader)
-        if memo is not None and hit is not decision:
-            memo[slot] = decision  # (the common warm case writes nothing)
+        if memo is not None and hit is not decision and read is None:
+            # (the common warm case writes nothing; nor does a walk shared with a child,
+            # which leaves nothing behind)
+            memo[slot] = decision
         append(decision)
         if decision.stop_reason is unreadable:
             stop = decision.stop

@@ -11,14 +11,20 @@ import errno
 import os
 import struct
 import time
+from array import array
 from collections.abc import ItemsView, Iterator, Mapping
+from dataclasses import dataclass, field
+from functools import partial
+from stat import S_ISREG
 from sys import intern
 from typing import Any
 
 from retentiond.config.settings import Settings
+from retentiond.engine import forked
 from retentiond.engine.identity import identity_of
 from retentiond.kinds.rocketmq.config import RocketMQStore
-from retentiond.kinds.rocketmq.formats import is_never_written
+from retentiond.kinds.rocketmq.formats import CQ_UNIT_SIZE, is_never_written
+from retentiond.kinds.rocketmq.halfwalk import HalfWalk, Work
 from retentiond.kinds.rocketmq.names import is_index_name, parse_offset_name, parse_queue_id
 from retentiond.kinds.rocketmq.reader import read_prefix
 from retentiond.kinds.rocketmq.snapshot import (
@@ -268,6 +274,187 @@ class Parents:
         return (self.root is not None) + len(self.topics)
 
 
+@dataclass
+class Prefetch:
+    """A walk that lists every queue directory and reads the oldest files of every queue
+    (``retentiond plan`` without a scan cache file), shared with a forked child where
+    ``engine.forked`` allows it (within ``plan``, two cores, at least ``min_topics`` topic
+    directories): see ``halfwalk``. Both processes walk their topics with the same code
+    (``_chunk_walk``): it lists a topic's queue directories and reads their files as
+    ``queues.plan_queue`` would (oldest first, up to the first file that holds an offset at or
+    above ``min_offset``); the walk hands out the listings it would have made, in its order,
+    and the values read go to the planner through ``values`` (``queues.plan_queues``'
+    ``prefetched``), which makes the decisions ``plan_queue`` would.
+
+    A topic with anything unusual in it (a foreign entry, a directory that cannot be opened,
+    a file that cannot be read or whose last unit says nothing) is walked as always, with
+    its foreign entries, errors and problems; so is every topic of a child that failed."""
+
+    min_offset: int
+    cq_file_size: int
+    min_topics: int = 128
+    # directory key of a queue listed by ``_chunk_walk`` -> its files' values as read (``STOP``
+    # records: inode, device, size, mtime_ns, value), oldest first; the planner takes them
+    values: dict[bytes, bytes] = field(default_factory=dict)
+    shared: bool = False  # a child was started
+    reads: int = 0  # files read for ``values`` (added to the reader's count)
+    topics: int = 0  # topic directories the child did
+
+
+new_tuple = tuple.__new__
+_CHUNKS = 512  # the topics are claimed in about this many chunks (see halfwalk)
+_CHUNK_HEAD = struct.Struct("=qqq")  # int64s, bytes of keys and values, names tuples
+_VALUE = struct.Struct("=QQqqq")  # (plan.STOP) inode, device, size, mtime_ns, value
+_VALUE_AT = 32
+_CQ_OFFSET = struct.Struct(">q")  # a ConsumeQueue unit's CommitLog offset (formats.CQ_UNIT)
+_FILE_OPEN = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC  # (reader.read_at)
+
+
+def _chunk_walk(cq_dir: str, topics: tuple[str, ...], min_offset: int, cq_file_size: int,
+                lo: int, hi: int) -> bytes:  # fmt: skip
+    """Topics ``lo..hi-1`` (in either process), each listed and its queues' files read,
+    packed for ``_chunk_listings``: per topic 1 and its number of queue directories, then per
+    queue directory its id, its names tuple's number in this chunk and how many files were
+    read (int64s); the keys and values (bytes); the names tuples (their lengths, then the
+    names written out). A topic with anything unusual in it is a 0 (the walk does it)."""
+    ints = array("q")
+    blob = bytearray()
+    tuples: dict[tuple[str, ...], int] = {}
+    for t in range(lo, hi):
+        mark, blob_mark = len(ints), len(blob)
+        try:
+            done = _chunk_topic(f"{cq_dir}/{topics[t]}", min_offset, cq_file_size, ints,
+                                blob, tuples)  # fmt: skip
+        except (OSError, ValueError):
+            done = False
+        if not done:
+            del ints[mark:]
+            del blob[blob_mark:]
+            ints.append(0)
+    lengths = array("q", map(len, tuples))
+    text = "".join(name for names in tuples for name in names).encode("ascii")
+    return b"".join((_CHUNK_HEAD.pack(len(ints), len(blob), len(lengths)), ints.tobytes(),
+                     blob, lengths.tobytes(), text))  # fmt: skip
+
+
+def _chunk_topic(path: str, min_offset: int, cq_file_size: int, ints: array[int],
+                 blob: bytearray, tuples: dict[tuple[str, ...], int]) -> bool:  # fmt: skip
+    """One topic directory for ``_chunk_walk``: False when it holds anything but queue
+    directories of queue files, or anything fails. As the walk: the topic directory opened
+    without following a symlink, each queue directory stat-ed relative to it, each file
+    opened relative to it without following a symlink."""
+    queue_dirs: list[tuple[str, int]] = []
+    with os.scandir(path) as entries:
+        for entry in entries:
+            name = entry.name
+            queue_id = parse_queue_id(name)
+            if queue_id is None or not entry.is_dir(follow_symlinks=False):
+                return False
+            queue_dirs.append((intern(name), queue_id))
+    ints.append(1)
+    ints.append(len(queue_dirs))
+    at = cq_file_size - CQ_UNIT_SIZE
+    fd = os.open(path, _DIR_FLAGS)
+    try:
+        for name, queue_id in queue_dirs:
+            st = os.stat(name, dir_fd=fd, follow_symlinks=False)
+            key = DIR_KEY.pack(st.st_mtime_ns, st.st_ctime_ns, st.st_ino, st.st_dev)
+            files: list[str] = []
+            with os.scandir(f"{path}/{name}") as entries:
+                for entry in entries:
+                    file = entry.name
+                    if not (
+                        len(file) == 20
+                        and file.isdigit()
+                        and file.isascii()
+                        and file <= _MAX_OFFSET_NAME
+                        and entry.is_file(follow_symlinks=False)
+                    ):
+                        return False
+                    files.append(file)
+            files.sort()
+            names = (*files,)
+            number = tuples.setdefault(names, len(tuples))
+            blob += key
+            reads = 0
+            for file in files[:-1]:  # as plan_queue: oldest first, up to the first kept
+                reads += 1
+                ffd = os.open(f"{name}/{file}", _FILE_OPEN, dir_fd=fd)
+                try:
+                    fst = os.fstat(ffd)
+                    if not S_ISREG(fst.st_mode) or fst.st_size != cq_file_size:
+                        return False
+                    unit = os.pread(ffd, CQ_UNIT_SIZE, at)
+                finally:
+                    os.close(ffd)
+                if len(unit) != CQ_UNIT_SIZE or not any(unit):
+                    return False
+                value = _CQ_OFFSET.unpack_from(unit)[0]
+                if value < 0:
+                    return False
+                blob += _VALUE.pack(fst.st_ino, fst.st_dev, fst.st_size, fst.st_mtime_ns, value)
+                if value >= min_offset:
+                    break
+            ints.append(queue_id)
+            ints.append(number)
+            ints.append(reads)
+    finally:
+        os.close(fd)
+    return True
+
+
+def _chunk_listings(
+    data: memoryview, topics: tuple[str, ...], lo: int, hi: int, root: QueueRoot,
+    prefetch: Prefetch, child: bool,
+) -> Iterator[str | list[QueueListing]]:  # fmt: skip
+    """What ``_chunk_walk`` packed: per topic, its queue listings as the walk makes them (the
+    values read go to ``prefetch.values``), or its name when the walk is to do it."""
+    n_ints, n_blob, n_tuples = _CHUNK_HEAD.unpack_from(data)
+    at = _CHUNK_HEAD.size
+    ints = array("q")
+    ints.frombytes(data[at : at + 8 * n_ints])
+    at += 8 * n_ints
+    blob = data[at : at + n_blob]
+    at += n_blob
+    lengths = array("q")
+    lengths.frombytes(data[at : at + 8 * n_tuples])
+    text = str(data[at + 8 * n_tuples :], "ascii")
+    tuples: list[tuple[str, ...]] = []
+    pos = 0
+    for n in lengths:
+        tuples.append(tuple(intern(text[p : p + 20]) for p in range(pos, pos + 20 * n, 20)))
+        pos += 20 * n
+    values = prefetch.values
+    size = _VALUE.size
+    i = b = 0
+    for t in range(lo, hi):
+        if not ints[i]:
+            i += 1
+            yield topics[t]
+            continue
+        topic = topics[t]
+        n_queues = ints[i + 1]
+        i += 2
+        if child:
+            prefetch.topics += 1
+        listings: list[QueueListing] = []
+        for _ in range(n_queues):
+            queue_id, number, reads = ints[i], ints[i + 1], ints[i + 2]
+            i += 3
+            key = bytes(blob[b : b + 32])
+            b += 32
+            if reads:
+                values[key] = bytes(blob[b : b + size * reads])
+                b += size * reads
+                prefetch.reads += reads
+            names = tuples[number]
+            if names:  # (a QueueListing, made as its __new__ would, with its defaults)
+                listings.append(
+                    new_tuple(QueueListing, (topic, queue_id, root, names, False, key, ()))
+                )
+        yield listings
+
+
 class QueueLister:
     """Lists ``consumequeue/<topic>/<queueId>/`` and remembers directory listings.
 
@@ -452,6 +639,7 @@ class QueueLister:
         consumequeue_dir: str,
         foreign: list[ForeignEntry],
         errors: list[StoreError] | None = None,
+        prefetch: Prefetch | None = None,
     ) -> Iterator[QueueListing]:
         """Every ``topic/queueId`` directory with its file names; files are not stat-ed.
 
@@ -461,6 +649,10 @@ class QueueLister:
 
         The loop is written out (one stat and one dict lookup per queue directory on the
         common path) because it runs over every queue of the store.
+
+        ``prefetch``: a walk that may be shared with a forked child (see ``Prefetch``);
+        the topics walked that way are handed out as the walk would have made them, and
+        not remembered (only a walk that leaves nothing behind asks for one).
         """
         self.listed = 0
         self._names = {}
@@ -477,75 +669,121 @@ class QueueLister:
         remember = visited.append
         topics = self._root_children(consumequeue_dir, foreign, errors)
         forget = self._parents.topics.pop
-        for topic in topics:
-            topic_path = f"{consumequeue_dir}/{topic}"
-            # The topic directory is opened once (never through a symlink) and stat-ed by its
-            # descriptor, and each queue directory is stat-ed relative to it: the kernel walks
-            # one path component per stat instead of the whole absolute path (a sixth of the
-            # stat's cost on a 100k-queue store).
-            topic_fd: int | None
-            try:
-                topic_fd = os.open(topic_path, _DIR_FLAGS)
-            except OSError as exc:
-                if exc.errno in _GONE_OR_NOT_A_DIR:
-                    # Listed as a directory a moment ago, now gone or replaced (by a symlink,
-                    # say): nothing of it this round; the next one lists consumequeue/ again.
-                    forget(topic, None)
+        shared = None
+        source: Iterator[str | list[QueueListing]] | tuple[str, ...] = topics
+        if prefetch is not None and forked.allowed(len(topics), prefetch.min_topics):
+            work = partial(_chunk_walk, consumequeue_dir, topics, prefetch.min_offset,
+                           prefetch.cq_file_size)  # fmt: skip
+            shared = HalfWalk.start(len(topics), max(1, len(topics) // _CHUNKS), work)
+            if shared is not None:
+                prefetch.shared = True
+                source = self._shared_topics(shared, work, topics, root, prefetch)
+        try:
+            for topic in source:
+                if not isinstance(topic, str):  # walked by _chunk_walk (see _shared_topics)
+                    yield from topic
                     continue
-                topic_fd = None  # (out of descriptors, say) by absolute path, as before
-            try:
+                topic_path = f"{consumequeue_dir}/{topic}"
+                # The topic directory is opened once (never through a symlink) and stat-ed by its
+                # descriptor, and each queue directory is stat-ed relative to it: the kernel walks
+                # one path component per stat instead of the whole absolute path (a sixth of the
+                # stat's cost on a 100k-queue store).
+                topic_fd: int | None
                 try:
-                    if topic_fd is not None:
-                        tst = os.fstat(topic_fd)
-                    else:
-                        tst = stat(topic_path, follow_symlinks=False)
+                    topic_fd = os.open(topic_path, _DIR_FLAGS)
                 except OSError as exc:
-                    forget(topic, None)
-                    if exc.errno not in _GONE and errors is not None:
-                        msg = f"cannot stat the topic directory: {exc.strerror}"
-                        errors.append(StoreError(topic_path, msg))
-                    continue
-                children = self._topic_children(topic, topic_path, tst, foreign, errors)
-                for name, queue_id in children:
-                    if queue_id is None:
-                        foreign.append(ForeignEntry(f"{topic_path}/{name}", ForeignWhy.NAME))
+                    if exc.errno in _GONE_OR_NOT_A_DIR:
+                        # Listed as a directory a moment ago, now gone or replaced (by a symlink,
+                        # say): nothing of it this round; the next one lists consumequeue/ again.
+                        forget(topic, None)
                         continue
+                    topic_fd = None  # (out of descriptors, say) by absolute path, as before
+                try:
                     try:
                         if topic_fd is not None:
-                            st = stat(name, dir_fd=topic_fd, follow_symlinks=False)
+                            tst = os.fstat(topic_fd)
                         else:
-                            st = stat(f"{topic_path}/{name}", follow_symlinks=False)
+                            tst = stat(topic_path, follow_symlinks=False)
                     except OSError as exc:
+                        forget(topic, None)
                         if exc.errno not in _GONE and errors is not None:
-                            msg = f"cannot stat the queue directory: {exc.strerror}"
-                            errors.append(StoreError(f"{topic_path}/{name}", msg))
+                            msg = f"cannot stat the topic directory: {exc.strerror}"
+                            errors.append(StoreError(topic_path, msg))
                         continue
-                    key = pack(st.st_mtime_ns, st.st_ctime_ns, st.st_ino, st.st_dev)
-                    listing = get(key)
-                    # (The key holds the inode and device: no other directory has it. The
-                    # names are checked anyway, as cheaply: the topic strings are shared.)
-                    if listing is not None and listing[1] == queue_id and listing[0] == topic:
-                        remember(listing.key)  # (not ``key``: an equal object, made just now)
-                        if listing.strangers:
-                            foreign.extend(listing.strangers)
-                        if listing.names:
+                    children = self._topic_children(topic, topic_path, tst, foreign, errors)
+                    for name, queue_id in children:
+                        if queue_id is None:
+                            foreign.append(ForeignEntry(f"{topic_path}/{name}", ForeignWhy.NAME))
+                            continue
+                        try:
+                            if topic_fd is not None:
+                                st = stat(name, dir_fd=topic_fd, follow_symlinks=False)
+                            else:
+                                st = stat(f"{topic_path}/{name}", follow_symlinks=False)
+                        except OSError as exc:
+                            if exc.errno not in _GONE and errors is not None:
+                                msg = f"cannot stat the queue directory: {exc.strerror}"
+                                errors.append(StoreError(f"{topic_path}/{name}", msg))
+                            continue
+                        key = pack(st.st_mtime_ns, st.st_ctime_ns, st.st_ino, st.st_dev)
+                        listing = get(key)
+                        # (The key holds the inode and device: no other directory has it. The
+                        # names are checked anyway, as cheaply: the topic strings are shared.)
+                        if listing is not None and listing[1] == queue_id and listing[0] == topic:
+                            remember(listing.key)  # (not ``key``: an equal object, made just now)
+                            if listing.strangers:
+                                foreign.extend(listing.strangers)
+                            if listing.names:
+                                yield listing
+                            continue
+                        listing, kept = self._list_queue(
+                            f"{topic_path}/{name}", st, key, topic, queue_id, root, foreign, errors
+                        )
+                        if kept:
+                            remember(key)
+                        if listing is not None:
                             yield listing
-                        continue
-                    listing, kept = self._list_queue(
-                        f"{topic_path}/{name}", st, key, topic, queue_id, root, foreign, errors
-                    )
-                    if kept:
-                        remember(key)
-                    if listing is not None:
-                        yield listing
-            finally:
-                if topic_fd is not None:
-                    os.close(topic_fd)
+                finally:
+                    if topic_fd is not None:
+                        os.close(topic_fd)
+        finally:
+            if shared is not None:
+                shared.close()
         self._names = {}  # the listings share their tuples now: nothing more to keep
         if len(queues) != len(visited):
             # Directories gone, changed (remembered under their new key), unreadable or
             # racy this walk: only what this walk saw is remembered.
             self._queues = {key: queues[key] for key in visited}
+
+    def _shared_topics(
+        self, shared: HalfWalk, work: Work, topics: tuple[str, ...], root: QueueRoot,
+        prefetch: Prefetch,
+    ) -> Iterator[str | list[QueueListing]]:  # fmt: skip
+        """The topics of a walk shared with a child, in order: for each topic walked by
+        ``work`` (the chunks this process claims, then the child's), its listings; the name
+        of each other one (unusual, or the child failed), for the walk to do as always."""
+        while (claimed := shared.claim()) is not None:
+            lo, hi = claimed
+            yield from self._counted(_chunk_listings(memoryview(work(lo, hi)), topics, lo, hi,
+                                                     root, prefetch, False))  # fmt: skip
+        results = shared.results()
+        if results is None:  # the child failed: the rest is done here
+            yield from topics[shared.first_of_child * shared.chunk :]
+            return
+        for lo, hi, data in results:
+            yield from self._counted(
+                _chunk_listings(memoryview(data), topics, lo, hi, root, prefetch, True)
+            )
+
+    def _counted(
+        self, got: Iterator[str | list[QueueListing]]
+    ) -> Iterator[str | list[QueueListing]]:
+        """``got``, with the directories listed in it counted as the walk counts its own."""
+        for topic in got:
+            if type(topic) is list:
+                self.listed += 1 + len(topic)
+                self.queues_listed += len(topic)
+            yield topic
 
 
 def iter_queues(
@@ -634,8 +872,8 @@ def scan(
         foreign=tuple(foreign),
         errors=tuple(errors),
         taken_at_ms=now_ms if now_ms is not None else time.time_ns() // 1_000_000,
-        list_queues=lambda: (lister or QueueLister()).iter_queues(
-            cq_dir, queue_foreign, queue_errors
+        list_queues=lambda prefetch=None: (lister or QueueLister()).iter_queues(
+            cq_dir, queue_foreign, queue_errors, prefetch
         ),
         queue_foreign=queue_foreign,
         queue_errors=queue_errors,

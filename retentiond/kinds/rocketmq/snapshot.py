@@ -130,7 +130,8 @@ class Snapshot:
     foreign: tuple[ForeignEntry, ...]
     errors: tuple[StoreError, ...]
     taken_at_ms: int
-    list_queues: Callable[[], Iterator[QueueListing]] = field(repr=False, compare=False)
+    # (Its optional argument: a ``scan.Prefetch``, for a walk shared with a helper process.)
+    list_queues: Callable[..., Iterator[QueueListing]] = field(repr=False, compare=False)
     # Filled by list_queues() as it walks; read after iteration for reporting.
     queue_foreign: list[ForeignEntry] = field(default_factory=list, repr=False, compare=False)
     # Topic and queue directories the walk could not stat or list, also filled as it walks:
