@@ -368,47 +368,49 @@ def commitlog_losses(
             k = upto
         return idx, needs, clamp, runs
 
-    def tally(
-        idx: dict[int, int], needs: dict[object, int], add: Callable[[int, object, int], None]
+    def add_unread(
+        top: int,
+        ends: list[int],
+        firsts: list[int],
+        needs: dict[object, int],
+        add: Callable[[int, object, int], None],
     ) -> None:
-        top = idx[bounds[-1]]
-        ends = [idx[end] for _, end in files]
+        """Each reader's unread units in each file, from the files' first and end indexes."""
         for who, need in needs.items():
             if need >= top:
                 continue  # nothing unread below the last file's end
             for j in range(bisect.bisect_right(ends, need), n):
-                first = idx[starts[j]]
+                first = firsts[j]
                 if first >= top:
                     break
                 got = ends[j] - max(first, need)
                 if got > 0:
                     add(j, who, got)
 
+    def tally(
+        idx: dict[int, int], needs: dict[object, int], add: Callable[[int, object, int], None]
+    ) -> None:
+        ends = [idx[end] for _, end in files]
+        add_unread(idx[bounds[-1]], ends, [idx[start] for start in starts], needs, add)
+
     start_at = [bounds.index(f[0]) for f in files]
     end_at = [bounds.index(f[1]) for f in files]
-    # The ends of the files as frontiers, by the frontiers' list (the memory shares one list
-    # among the queues whose records are alike): (that list, its ends).
-    ends_of: dict[int, tuple[list[int], list[int]]] = {}
+    # The files' ends and firsts as frontiers, by the frontiers' list (the memory shares one
+    # list among the queues whose records are alike): (that list, its ends, its firsts).
+    ends_of: dict[int, tuple[list[int], list[int], list[int]]] = {}
 
     def tally_values(
         values: list[int], needs: dict[object, int], add: Callable[[int, object, int], None]
     ) -> None:
         """``tally`` with the frontiers as a list in the order of ``bounds``."""
-        top = values[-1]
-        got_ends = ends_of.get(id(values))
-        if got_ends is None or got_ends[0] is not values:
-            got_ends = ends_of[id(values)] = (values, [values[e] for e in end_at])
-        ends = got_ends[1]
-        for who, need in needs.items():
-            if need >= top:
-                continue  # nothing unread below the last file's end
-            for j in range(bisect.bisect_right(ends, need), n):
-                first = values[start_at[j]]
-                if first >= top:
-                    break
-                got = ends[j] - max(first, need)
-                if got > 0:
-                    add(j, who, got)
+        got = ends_of.get(id(values))
+        if got is None or got[0] is not values:
+            got = ends_of[id(values)] = (
+                values,
+                [values[e] for e in end_at],
+                [values[b] for b in start_at],
+            )
+        add_unread(values[-1], got[1], got[2], needs, add)
 
     def remembered(
         directory: str,
