@@ -120,10 +120,8 @@ def test_a_failing_child_leaves_the_count_to_the_parent(
     monkeypatch.setattr(rocketmq_kind, "commitlog_losses", real)
 
 
-def test_the_child_counts_and_the_parent_does_not(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    _, config = build(tmp_path / "store", tmp_path)
+def _counts_here(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """One entry each time this process (not a forked child) counts losses."""
     parent = os.getpid()
     counted_here: list[int] = []
     real = rocketmq_kind.commitlog_losses
@@ -134,6 +132,14 @@ def test_the_child_counts_and_the_parent_does_not(
         return real(*args, **kw)  # type: ignore[arg-type]
 
     monkeypatch.setattr(rocketmq_kind, "commitlog_losses", count)
+    return counted_here
+
+
+def test_the_child_counts_and_the_parent_does_not(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _, config = build(tmp_path / "store", tmp_path)
+    counted_here = _counts_here(monkeypatch)
     doc = plan_doc(config, apart=True)
     assert counted_here == []
     assert all(deleted_losses(doc))
@@ -144,16 +150,7 @@ def test_with_a_keeping_guard_the_count_stays_in_the_process(
 ) -> None:
     """Under ``keep`` the losses decide verdicts, and the queue stage depends on those."""
     _, config = build(tmp_path / "store", tmp_path, retentiond={"guard": {"unconsumed": "keep"}})
-    parent = os.getpid()
-    counted_here: list[int] = []
-    real = rocketmq_kind.commitlog_losses
-
-    def count(*args: object, **kw: object) -> object:
-        if os.getpid() == parent:
-            counted_here.append(1)
-        return real(*args, **kw)  # type: ignore[arg-type]
-
-    monkeypatch.setattr(rocketmq_kind, "commitlog_losses", count)
+    counted_here = _counts_here(monkeypatch)
     doc = plan_doc(config, apart=True)
     assert counted_here == [1]
     assert plan_doc(config, apart=False) == doc
