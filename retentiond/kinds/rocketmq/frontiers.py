@@ -36,9 +36,7 @@ read the queues.
 from __future__ import annotations
 
 import bisect
-import contextlib
 import hashlib
-import os
 import struct
 import sys
 from array import array
@@ -48,6 +46,8 @@ from operator import itemgetter
 from pathlib import Path
 
 import structlog
+
+from retentiond.kinds.rocketmq.scancache import write_digested
 
 log = structlog.get_logger(__name__)
 
@@ -256,21 +256,12 @@ class Frontiers:
             len(found), len(ra) // _R,
         )  # fmt: skip
         body = [head, cq, array("q", all_bounds).tobytes(), keys, qa.tobytes(), ra.tobytes()]
-        digest = hashlib.sha256()
-        for part in body:
-            digest.update(part)
-        tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
         try:
-            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o640)
-            with open(fd, "wb") as f:
+            with write_digested(path) as put:
                 for part in body:
-                    f.write(part)
-                f.write(digest.digest())
-            os.replace(tmp, path)
+                    put(part)
         except OSError as exc:
             log.warning("cannot write the frontier memory", file=str(path), error=str(exc))
-            with contextlib.suppress(OSError):
-                os.unlink(tmp)
             return False
         self.changed = False
         return True

@@ -35,7 +35,7 @@ import os
 import struct
 import sys
 from array import array
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from itertools import accumulate, islice, repeat
 from operator import mul, sub
 from pathlib import Path
@@ -149,6 +149,30 @@ def _dirname(listing: QueueListing) -> str:
     return os.path.basename(location) if type(location) is str else str(listing.queue_id)
 
 
+@contextlib.contextmanager
+def write_digested(path: Path) -> Iterator[Callable[[bytes | array[int]], None]]:
+    """Within: ``put(part)`` writes parts of ``path``'s new content; on leaving, their SHA-256
+    follows them and the file is renamed into place (a reader sees the old file or the whole
+    new one). An OSError leaves no temporary file behind and is raised."""
+    digest = hashlib.sha256()
+    tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
+    try:
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o640)  # as the journal's
+        with open(fd, "wb") as f:
+
+            def put(part: bytes | array[int]) -> None:
+                digest.update(part)
+                f.write(part)
+
+            yield put
+            f.write(digest.digest())
+        os.replace(tmp, path)
+    except OSError:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+
+
 def save(
     path: Path,
     consumequeue_dir: str,
@@ -199,16 +223,8 @@ def save(
         len(cq), n_table, n_q, n_names, n_names - n_q, (root is not None) + n_topics,
         n_children,
     )  # fmt: skip
-    digest = hashlib.sha256()
-    tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
     try:
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o640)  # as the journal's
-        with open(fd, "wb") as f:
-
-            def put(part: bytes | array[int]) -> None:
-                digest.update(part)
-                f.write(part)
-
+        with write_digested(path) as put:
             put(head)
             put(cq)
             names = iter(strings)
@@ -259,13 +275,9 @@ def save(
                 for _, _, children in chunk:
                     ca.extend(strings[pair[0]] for pair in children)  # type: ignore[index]
                 put(ca)
-            f.write(digest.digest())
-        os.replace(tmp, path)
         lister.saved()
     except OSError as exc:
         log.warning("cannot write the scan cache", file=str(path), error=str(exc))
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
         return False
     with contextlib.suppress(OSError):  # the JSON cache of format version 2, now unused
         path.with_suffix(".json").unlink()
