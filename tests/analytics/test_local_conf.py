@@ -2,17 +2,33 @@
 
 from __future__ import annotations
 
+import importlib.util
+from collections.abc import Callable
+from typing import Any
+
 import pytest
 
-pytest.importorskip("pyspark")
-
-from retentiond.analytics.job import local_conf
+from tests.conftest import need
 
 GC = "spark.driver.defaultJavaOptions"
 USER_VARS = ("PYSPARK_SUBMIT_ARGS", "JAVA_TOOL_OPTIONS", "JDK_JAVA_OPTIONS")
 
 
-def test_the_embedded_driver_runs_the_parallel_collector(monkeypatch) -> None:
+@pytest.fixture
+def local_conf() -> Callable[[bool], dict[str, Any]]:
+    """The job's local settings (the job imports pyspark: CI must have it)."""
+    need(
+        importlib.util.find_spec("pyspark") is not None,
+        "pyspark is not installed (pip install -e '.[spark]')",
+    )
+    from retentiond.analytics.job import local_conf
+
+    return local_conf  # type: ignore[return-value]
+
+
+def test_the_embedded_driver_runs_the_parallel_collector(
+    monkeypatch: pytest.MonkeyPatch, local_conf: Callable[[bool], dict[str, Any]]
+) -> None:
     for var in USER_VARS:
         monkeypatch.delenv(var, raising=False)
     monkeypatch.setenv("PYSPARK_SUBMIT_ARGS", "--driver-memory 4g pyspark-shell")
@@ -28,7 +44,12 @@ def test_the_embedded_driver_runs_the_parallel_collector(monkeypatch) -> None:
         ("JDK_JAVA_OPTIONS", "-XX:+UseSerialGC"),
     ],
 )
-def test_a_collector_the_user_chose_is_left_alone(monkeypatch, var: str, value: str) -> None:
+def test_a_collector_the_user_chose_is_left_alone(
+    monkeypatch: pytest.MonkeyPatch,
+    local_conf: Callable[[bool], dict[str, Any]],
+    var: str,
+    value: str,
+) -> None:
     for v in USER_VARS:
         monkeypatch.delenv(v, raising=False)
     monkeypatch.setenv(var, value)

@@ -4,6 +4,7 @@ then on a pipe. ``analyze`` turns Spark's own progress bar on for a terminal."""
 
 from __future__ import annotations
 
+import importlib.util
 import io
 import os
 import pty
@@ -14,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from retentiond.commands.progress import Progress
-from tests.conftest import expired_spec, make_store, run_cli
+from tests.conftest import expired_spec, make_store, need, run_cli
 
 ERASE = "\r\x1b[K"
 
@@ -98,7 +99,7 @@ def test_progress_writes_nothing_when_not_a_terminal() -> None:
 
 
 def test_analyze_turns_sparks_progress_bar_on_for_a_terminal_only() -> None:
-    pytest.importorskip("pyspark")
+    need(importlib.util.find_spec("pyspark") is not None, "pyspark is not installed")
     from retentiond.analytics.job import local_conf
 
     assert local_conf(True)["spark.ui.showConsoleProgress"] == "true"

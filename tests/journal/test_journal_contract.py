@@ -5,6 +5,7 @@ deletions), not from hand-written dicts."""
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import re
 from pathlib import Path
@@ -17,6 +18,7 @@ from retentiond.journal.writer import Journal, Origin, read_records
 from retentiond.kinds import kind_for, load_settings
 from retentiond.reasons import DELETE_REASONS
 from retentiond.storegen.rocketmq import StoreSpec, generate_store, write_config
+from tests.conftest import need
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "journal.md"
 NOW = 1_790_000_000_000
@@ -160,7 +162,7 @@ def test_documented_reasons_are_the_reason_enum() -> None:
 
 
 def test_the_spark_schema_reads_only_documented_fields() -> None:
-    pytest.importorskip("pyspark")
+    need(importlib.util.find_spec("pyspark") is not None, "pyspark is not installed")
     from pyspark.sql.types import ArrayType, StructType
 
     from retentiond.analytics.schema import SCHEMAS
