@@ -136,7 +136,11 @@ def test_a_slow_loris_is_cut_by_the_deadline_on_the_whole_request(
         # Cut by the server (an empty read), not by our own patience: the request never ends.
         # How soon is a figure for bench/, not an assertion here.
         s.settimeout(30.0)
-        assert s.recv(10) == b""
+        try:
+            got = s.recv(10)
+        except ConnectionResetError:  # closed with our bytes unread: a reset, not an EOF
+            got = b""
+        assert got == b""
 
 
 def _status_from_another_process(path: Path) -> dict[str, object]:
