@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from pyspark.errors import AnalysisException, PySparkRuntimeError
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import (
     ArrayType,
@@ -32,7 +32,8 @@ from pyspark.sql.types import (
 from retentiond.analytics import report as report_mod
 from retentiond.analytics import risk, tables
 from retentiond.analytics.schema import (
-    READ_MIXED,
+    FAMILIES,
+    FAMILY_SCHEMAS,
     READ_SCHEMAS,
     READ_TYPES,
     SUPPORTED_SCHEMA_VERSION,
@@ -56,8 +57,10 @@ TABLES = (
 )
 # The shipped layouts (retentiond/journal/ship.py): 1 is a directory per record type,
 # ``<input>/<type>/dt=/cluster=/broker=/``; 2 keeps every type of a segment's day in one file,
-# ``<input>/v2/dt=/cluster=/broker=/``. The job reads both, side by side.
+# ``<input>/v2/dt=/cluster=/broker=/``; 3 each family of types (schema.FAMILIES) in its own,
+# ``<input>/v3/<family>/dt=/cluster=/broker=/``. The job reads them all, side by side.
 MIXED_DIR = "v2"
+LAYOUT3_DIR = "v3"
 TOP_OFFENDERS = 20
 
 FLEET_SCHEMA = StructType(
@@ -290,94 +293,141 @@ def _read_json(spark: SparkSession, path: str, schema: StructType) -> DataFrame 
         return None
 
 
-def _conform(df: DataFrame, layout: int, directory: str | None) -> DataFrame:
-    """A read of either layout with every column of ``READ_MIXED`` (absent ones null), its
-    layout and, for layout 1, the type its directory names."""
+def _conform(df: DataFrame, schema: StructType, layout: int, place: str | None) -> DataFrame:
+    """A read of any layout with every column of ``schema`` (absent ones null), its layout
+    and what its place says the records are (``dir_type``: layout 1's type directory, layout
+    3's family; None for layout 2)."""
     have = set(df.columns)
     cols = [
         F.col(f.name) if f.name in have else F.lit(None).cast(f.dataType).alias(f.name)
-        for f in READ_MIXED.fields
+        for f in schema.fields
     ]
     return df.select(
         *cols,
         F.lit(layout).alias("layout"),
-        F.lit(directory).cast("string").alias("dir_type"),
+        F.lit(place).cast("string").alias("dir_type"),
     )
 
 
-def read_all(spark: SparkSession, root: str, since: str | None) -> tuple[DataFrame, dict[str, int]]:
-    """Every record the job reads, of both shipped layouts, in one DataFrame with the fields
-    any table uses (the JSON parser skips the rest); and the files read per layout."""
+def read_family(
+    spark: SparkSession, root: str, family: str, since: str | None
+) -> tuple[DataFrame, dict[str, int]]:
+    """Every record of one family (``schema.FAMILIES``: the deletions, or the rounds and
+    round summaries) of every shipped layout, with the fields its tables use (the JSON
+    parser skips the rest); and the files read per layout.
+
+    Layout 3 ships each family of a segment's day in its own file, layout 1 each type, so
+    each family's frame reads only its own files. Layout 2's files hold every type: both
+    families read them, each keeping its own types; the rounds also keep the lines that are
+    not records at all, so that they are counted once."""
     base = root.rstrip("/")
+    schema = FAMILY_SCHEMAS[family]
+    types = FAMILIES[family]
+    t = F.col("type")
     frames, files = [], {}
-    for kind in READ_TYPES:
+    df = _read_json(spark, f"{base}/{LAYOUT3_DIR}/{family}", schema)
+    if df is not None:
+        frames.append(_conform(df, schema, 3, family))
+        files["3"] = len(df.inputFiles())
+    for kind in types:
         df = _read_json(spark, f"{base}/{kind}", READ_SCHEMAS[kind])
         if df is not None:
-            frames.append(_conform(df, 1, kind))
+            frames.append(_conform(df, schema, 1, kind))
             files["1"] = files.get("1", 0) + len(df.inputFiles())
-    mixed = _read_json(spark, f"{base}/{MIXED_DIR}", READ_MIXED)
+    mixed = _read_json(spark, f"{base}/{MIXED_DIR}", schema)
     if mixed is not None:
-        frames.append(_conform(mixed, 2, None))
-        files["2"] = len(mixed.inputFiles())
+        mine = t.isin(list(types))
+        if family == "rounds":
+            mine = mine | t.isNull()
+            files["2"] = len(mixed.inputFiles())
+        frames.append(_conform(mixed.where(mine), schema, 2, None))
     if not frames:
-        frames.append(_conform(spark.createDataFrame([], READ_MIXED), 1, None))
+        frames.append(_conform(spark.createDataFrame([], schema), schema, 1, None))
     out = frames[0]
     for df in frames[1:]:
         out = out.unionByName(df)
     if since:
         out = out.where(F.col("dt") >= since)
-    # Other types (intent, abort: shipped for audits) share layout 2's files; only lines that
-    # are not records at all are kept beside the three types, to be counted.
-    t = F.col("type")
+    # Other types (intent, abort: shipped for audits) share the deletions' files; only lines
+    # that are not records at all are kept beside the types the job reads, to be counted.
     return out.where(t.isNull() | t.isin(list(READ_TYPES))), files
 
 
-def read_records(spark: SparkSession, root: str, since: str | None = None) -> DataFrame:
-    """Every record the tables use, of either layout, flat (``tables.flatten``)."""
-    records, _ = read_all(spark, root, since)
-    return _usable(tables.flatten(records))
-
-
-def _usable(records: DataFrame) -> DataFrame:
-    """Records the tables use: of a type the job reads, and in layout 1 the type of their
-    directory (a record filed elsewhere is counted apart, not used)."""
-    t = F.col("type")
-    return records.where(
-        t.isin(list(READ_TYPES))
-        & (F.col("dir_type").isNull() | (F.col("dir_type") == t))
-        & (F.coalesce(F.col("schema_version"), F.lit(1)) <= SUPPORTED_SCHEMA_VERSION)
+def _why(family: str) -> Column:
+    """Why a record of ``family``'s frame is not used (null: it is)."""
+    t, place = F.col("type"), F.col("dir_type")
+    where_it_belongs = (
+        F.when(place == "deletions", t == "deletion")
+        .when(place == "rounds", t.isin(*FAMILIES["rounds"]))
+        .otherwise(place == t)
     )
-
-
-def _inputs(records: DataFrame, root: str, since: str | None, files: dict[str, int]) -> Inputs:
-    """One aggregate over the cached records: what there was, and what was left out."""
-    t = F.col("type")
     why = (
         F.when(t.isNull(), F.lit("unreadable lines (not JSON, or not a journal record)"))
         .when(
-            F.col("dir_type").isNotNull() & (F.col("dir_type") != t),
+            place.isNotNull() & ~where_it_belongs,
             F.lit("records filed under another type's directory"),
         )
         .when(
             F.coalesce(F.col("schema_version"), F.lit(1)) > SUPPORTED_SCHEMA_VERSION,
             F.lit(f"records of a schema newer than this job's ({SUPPORTED_SCHEMA_VERSION})"),
         )
-        .when(
+    )
+    if family == "deletions":
+        why = why.when(
             (t == "deletion") & F.coalesce(F.col("dry_run"), F.lit(False)),
             F.lit("dry-run deletions (nothing was deleted)"),
         )
-    )
-    rows = (
-        records.groupBy(
-            why.alias("why"), t.alias("type"), F.col("schema_version").alias("version"), "dt"
+    return why
+
+
+def read_deletions(spark: SparkSession, root: str, since: str | None) -> tuple[DataFrame, dict]:
+    """The deletions' frame, flat (``tables.flatten_deletions``), every record read with
+    ``why`` it is not used (null: it is); and the files read per layout."""
+    raw, files = read_family(spark, root, "deletions", since)
+    flat = tables.flatten_deletions(raw).withColumn("why", _why("deletions"))
+    return flat.drop("dir_type"), files
+
+
+def read_rounds(spark: SparkSession, root: str, since: str | None) -> tuple[DataFrame, dict]:
+    """The rounds' frame (``tables.prepare_rounds``: each broker's rounds and summaries in
+    time order, and the time each stands for), every record read with ``why`` it is not used;
+    and the files read per layout. Records not used never follow used ones in time order."""
+    raw, files = read_family(spark, root, "rounds", since)
+    flat = tables.flatten_rounds(raw).withColumn("why", _why("rounds")).drop("dir_type")
+    return tables.prepare_rounds(flat, ("type", "schema_version", "why"), ("why",)), files
+
+
+def _used(frame: DataFrame) -> DataFrame:
+    return frame.where(F.col("why").isNull()).drop("type", "schema_version", "why")
+
+
+def read_records(spark: SparkSession, root: str, since: str | None = None) -> DataFrame:
+    """Every record the tables use, of any layout, flat (``tables.flatten``'s columns: the
+    deletions and the rounds in one frame)."""
+    deletions, _ = read_deletions(spark, root, since)
+    rounds, _ = read_family(spark, root, "rounds", since)
+    rounds = tables.flatten_rounds(rounds).withColumn("why", _why("rounds")).drop("dir_type")
+    both = deletions.unionByName(rounds, allowMissingColumns=True)
+    return both.where(F.col("why").isNull()).drop("why")
+
+
+def _inputs(
+    frames: tuple[DataFrame, ...], root: str, since: str | None, files: dict[str, int]
+) -> Inputs:
+    """One aggregate over each cached frame: what there was, and what was left out."""
+    rows = []
+    for frame in frames:
+        rows += (
+            frame.groupBy("why", "type", F.col("schema_version").alias("version"), "dt")
+            .agg(F.count(F.lit(1)).alias("n"))
+            .collect()
         )
-        .agg(F.count(F.lit(1)).alias("n"))
-        .collect()
-    )
+    keys = [f.where(F.col("why").isNull()).select(*tables.KEY) for f in frames]
+    union = keys[0]
+    for k in keys[1:]:
+        union = union.union(k)
     brokers = (
-        records.where(why.isNull())
-        .select("cluster", "broker", "host")
-        .distinct()
+        union.distinct()
         .groupBy()
         .agg(F.count(F.lit(1)).alias("b"), F.count_distinct("cluster").alias("c"))
         .collect()[0]
@@ -449,20 +499,22 @@ def analyze(
     """Build and write every table (and the report); the tests call this with their session."""
     started = time.monotonic()
     configure(spark, (input_root, output))
-    raw, files = read_all(spark, input_root, since)
-    # One scan of the input (both layouts, every record type), flattened to the scalars the
-    # tables read and kept in memory: the inputs' figures, the deletions and the rounds all
-    # come from this cache.
-    records = tables.flatten(raw).cache()
-    inputs = _inputs(records, input_root, since, files)
+    # One scan of each family's files, flattened to the scalars the tables read and kept in
+    # memory: the deletions as they are, the rounds in each broker's time order. The inputs'
+    # figures and every table come from these two caches.
+    deletions_read, files = read_deletions(spark, input_root, since)
+    rounds_read, round_files = read_rounds(spark, input_root, since)
+    for layout, n in round_files.items():
+        files[layout] = files.get(layout, 0) + n
+    read = (deletions_read.cache(), rounds_read.cache())
+    inputs = _inputs(read, input_root, since, files)
     mark = _Stopwatch(started)
     steps = {"read, parse and cache the records": mark()}
-    usable = _usable(records)
-    deletions = tables.real_deletions(usable)
-    prepared = tables.prepare_rounds(usable).cache()
+    deletions = _used(read[0]).select("dt", *tables.KEY, *tables.DELETION_COLUMNS)
+    prepared = _used(read[1])
     as_of = inputs.last_dt
     if as_of is None:
-        for df in (records, prepared):
+        for df in read:
             df.unpersist()
         return Result(None, inputs, seconds=time.monotonic() - started)
     pressure = tables.disk_pressure(prepared).cache()
@@ -493,7 +545,7 @@ def analyze(
     if report_dir is not None:
         result.report = _report(report_dir, as_of, inputs, fleet, built, prepared)
         steps["report"] = mark()
-    for df in (records, prepared, pressure, forecast, at_risk, built["daily_reclaim"]):
+    for df in (*read, pressure, forecast, at_risk, built["daily_reclaim"]):
         df.unpersist()
     result.seconds = time.monotonic() - started
     return result

@@ -297,3 +297,11 @@ READ_TYPES = tuple(READ_SCHEMAS)
 #: A file of the mixed layout (layout 2: every record type of a segment's day in one file),
 #: read once with every field any table uses.
 READ_MIXED = merge(*READ_SCHEMAS.values())
+
+#: The two families of records the tables read, each read apart into its own frame: a
+#: deletion (the per-deletion tables) and the rounds (each broker's rounds in time order).
+#: Layout 3 ships each family of a segment's day in its own file (``v3/<family>/``).
+FAMILIES = {"deletions": ("deletion",), "rounds": ("round", "round_summary")}
+READ_DELETIONS = READ_SCHEMAS["deletion"]
+READ_ROUNDS = merge(READ_SCHEMAS["round"], READ_SCHEMAS["round_summary"])
+FAMILY_SCHEMAS = {"deletions": READ_DELETIONS, "rounds": READ_ROUNDS}

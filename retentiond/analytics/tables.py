@@ -5,12 +5,15 @@ master and its slave share a broker name but not a disk. Definitions are in docs
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
 KEY = ["cluster", "broker", "host"]
 HOUR_MS = 3_600_000.0
 MAX_PROJECTION_DAYS = 3650  # further than ten years out is "not in sight", not a date
+DAY_DIGITS = 6  # days to the warning level are rounded to this many decimals before a date
 OVER_MAX = ["over_max_ratio", "clean_forcibly", "warning_level"]
 OVER_FORCIBLY = ["clean_forcibly", "warning_level"]
 # The kinds whose deletions measure retention: a RocketMQ CommitLog file, a Kafka segment.
@@ -40,15 +43,28 @@ ROUND_COLUMNS = [
 ]  # fmt: skip
 
 
-def flatten(records: DataFrame) -> DataFrame:
-    """The records of every type (``schema.READ_MIXED``'s columns) as flat columns: what the
-    tables read of a deletion, of a round and of a round summary, computed in one projection.
+COMMON_COLUMNS = ["type", "schema_version", "dir_type", "dt", *KEY]
 
-    The job caches this, not the records: Spark's in-memory cache stores nested values (the
-    triggers, the disk list, a summary's state map) as serialised rows, which costs far more to
-    build and to scan than the few scalars the tables need. Columns that do not apply to a
-    record's type are null.
-    """
+
+def _deletion_columns() -> list[Column]:
+    """What the tables read of a deletion, as flat columns."""
+    groups = F.col("loss.groups")
+    return [
+        F.col("dry_run"),
+        F.col("kind"),
+        F.col("reason"),
+        F.col("forced"),
+        F.col("bytes"),
+        F.col("age_ms"),
+        F.coalesce(F.col("rescue"), F.lit(False)).alias("rescue"),
+        F.when(F.size(groups) > 0, groups).alias("loss_groups"),
+        F.col("file_reserved_time_hours"),
+    ]
+
+
+def _round_columns() -> list[Column]:
+    """What the tables read of a round and of a round summary (a round is a summary of
+    one), as flat columns."""
     t = F.col("type")
     is_summary = t == "round_summary"
     kafka = F.col("plan_only_log_dirs").isNotNull()  # a field only Kafka rounds carry
@@ -72,24 +88,8 @@ def flatten(records: DataFrame) -> DataFrame:
     def pick(summary: Column, round_: Column) -> Column:
         return F.when(is_summary, summary).otherwise(round_)
 
-    groups = F.col("loss.groups")
-    return records.select(
-        "type",
-        "schema_version",
-        "dir_type",
-        "dt",
-        *KEY,
-        "dry_run",
-        # deletions
-        "kind",
-        "reason",
-        "forced",
-        "bytes",
-        "age_ms",
-        F.coalesce(F.col("rescue"), F.lit(False)).alias("rescue"),
-        F.when(F.size(groups) > 0, groups).alias("loss_groups"),
-        # rounds and summaries (a round is a summary of one)
-        "time_ms",
+    return [
+        F.col("time_ms"),
         pick(F.col("last_time_ms"), F.col("time_ms")).alias("last_time_ms"),
         pick(F.col("rounds"), F.lit(1).cast("long")).alias("n"),
         pick(F.col("ratio.max"), ratio).alias("ratio_max"),
@@ -100,7 +100,7 @@ def flatten(records: DataFrame) -> DataFrame:
         ).alias("ratio_n"),
         pick(F.col("ratio.last"), ratio).alias("ratio"),
         pick(F.col("disk_state"), state).alias("disk_state"),
-        "interval_ms",
+        F.col("interval_ms"),
         pick(_state_ms(OVER_MAX), zero).alias("inner_over_max"),
         pick(_state_ms(OVER_FORCIBLY), zero).alias("inner_over_forcibly"),
         pick(_state_ms(["warning_level"]), zero).alias("inner_warning"),
@@ -115,10 +115,34 @@ def flatten(records: DataFrame) -> DataFrame:
         ),
         pick(zero, F.coalesce(F.col("failures"), F.lit(0)).cast("long")).alias("failures"),
         pick(F.col("max.expired_pending"), F.col("expired_pending")).alias("expired_pending"),
-        "file_reserved_time_hours",
+        F.col("file_reserved_time_hours"),
         warning.alias("warning_level_ratio"),
         store_kind.alias("store_kind"),
-    )
+    ]
+
+
+def flatten_deletions(records: DataFrame) -> DataFrame:
+    """Deletion records (``schema.READ_DELETIONS``'s columns) as the flat columns the tables
+    read, beside what says where each came from (``COMMON_COLUMNS``).
+
+    The job caches this, not the records: Spark's in-memory cache stores nested values as
+    serialised rows, which costs far more to build and to scan than the few scalars the
+    tables need."""
+    return records.select(*COMMON_COLUMNS, *_deletion_columns())
+
+
+def flatten_rounds(records: DataFrame) -> DataFrame:
+    """Round and round-summary records (``schema.READ_ROUNDS``'s columns) as the flat
+    columns the tables read, beside ``COMMON_COLUMNS``."""
+    return records.select(*COMMON_COLUMNS, *_round_columns())
+
+
+def flatten(records: DataFrame) -> DataFrame:
+    """Records of every type (``schema.READ_MIXED``'s columns) as the flat columns of both
+    ``flatten_deletions`` and ``flatten_rounds``, in one projection; columns that do not
+    apply to a record's type are null."""
+    # file_reserved_time_hours, the deletions' last column, is one of the rounds' too
+    return records.select(*COMMON_COLUMNS, *_deletion_columns()[:-1], *_round_columns())
 
 
 def real_deletions(flat: DataFrame) -> DataFrame:
@@ -217,19 +241,23 @@ def _state_ms(states: list[str]) -> Column:
     )
 
 
-def prepare_rounds(flat: DataFrame) -> DataFrame:
-    """One row per ``round`` record or ``round_summary`` (a run of folded idle rounds), with
+def prepare_rounds(
+    flat: DataFrame, extra: Sequence[str] = (), apart: Sequence[str] = ()
+) -> DataFrame:
+    """One row per ``round`` record or ``round_summary`` (a run of folded idle rounds) of
+    ``flat`` (``flatten_rounds``: rows of no other type), with
     what the daily tables aggregate (``flatten``): round count, ratio figures, state, time.
 
     A round stands for the time until the broker's next round, capped at twice the configured
     interval (a stopped daemon is not "time above a threshold"); the last round for one
     interval. A summary already carries the time between its own rounds (``state_ms``); its
     last round is weighed here like any round (``tail_ms``), against the next record's start.
+
+    ``extra`` columns are kept as they are; rows that differ in an ``apart`` column never
+    follow one another (the job keeps the rows it does not use, to count them, apart).
     """
-    items = flat.where(F.col("type").isin("round", "round_summary")).select(
-        "dt", *KEY, *ROUND_COLUMNS
-    )
-    w = Window.partitionBy(*KEY).orderBy("time_ms")
+    items = flat.select("dt", *KEY, *ROUND_COLUMNS, *extra)
+    w = Window.partitionBy(*KEY, *apart).orderBy("time_ms")
     gap = F.lead("time_ms").over(w) - F.col("last_time_ms")
     interval = F.col("interval_ms")
     tail = F.when(gap.isNull(), F.coalesce(interval, F.lit(0))).otherwise(
@@ -303,11 +331,13 @@ def capacity_forecast(pressure: DataFrame, r: DataFrame, as_of: str) -> DataFram
         warning.alias("warning_level_ratio"),
         days.alias("days_to_warning"),
     )
+    # whole days, of the figure rounded to a millionth of a day first: the least-squares sums
+    # come out in any order, and a trend that meets the level on a day boundary must not move
+    # its date by a day with the last bit of a sum
+    whole = F.ceil(F.round("days_to_warning", DAY_DIGITS)).cast("int")
     projected = F.when(
         F.col("days_to_warning") <= MAX_PROJECTION_DAYS,
-        F.date_format(
-            F.date_add(F.to_date("last_dt"), F.ceil("days_to_warning").cast("int")), "yyyy-MM-dd"
-        ),
+        F.date_format(F.date_add(F.to_date("last_dt"), whole), "yyyy-MM-dd"),
     )
     return out.withColumn("projected_warning_date", projected).withColumn("dt", F.lit(as_of))
 

@@ -374,7 +374,8 @@ def forecasts(fleet: fleet_sim.Fleet, source=rounds) -> dict[tuple, dict[str, An
             days = None
         projected = None
         if days is not None and days <= 3650:
-            projected = (date.fromisoformat(max(by_day)) + timedelta(math.ceil(days))).isoformat()
+            whole = math.ceil(round(days, 6))  # as the job: a millionth of a day first
+            projected = (date.fromisoformat(max(by_day)) + timedelta(whole)).isoformat()
         out[(as_of, *k)] = {
             "n_days": len(xs),
             "first_dt": min(by_day),
