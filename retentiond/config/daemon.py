@@ -47,7 +47,7 @@ def _layout(spec: ConfigKey, raw: object, fmt: Format) -> int:
         raise Invalid(must + str(exc).removeprefix("must be a whole number")) from None
     if value not in SHIP_LAYOUTS:
         raise Invalid(must)
-    return cast(int, value)
+    return value
 
 
 LAYOUT = ValueType(
