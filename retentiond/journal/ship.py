@@ -72,7 +72,7 @@ SHIP_LOCK_NAME = "ship.lock"
 LAYOUTS: tuple[int, ...] = SHIP_LAYOUTS  # (1, 2, 3): the values retentiond.ship.layout takes
 DEFAULT_LAYOUT = DEFAULT_SHIP_LAYOUT  # 3
 MIXED_DIR = "v2"  # layout 2's directory under the target (no record type is named so)
-FAMILY_DIR = "v3"  # layout 3's directory under the target: v3/<family>/dt=... (idem)
+FAMILY_DIR = "v3"  # layout 3's directory under the target, v3/<family>/dt=... (nor is one so)
 # Layout 3: the family each record type is filed under; every type not named here is "other".
 FAMILIES: dict[str, str] = {
     "intent": "deletions",
@@ -357,7 +357,7 @@ def ship_once(
 ) -> ShipResult:
     """One pass: close an idle segment, reconcile, ship every closed one oldest first, keep
     the budget; added to ``counters`` when given. ``layout``: the shipped layout (module
-    docstring); a target may hold both.
+    docstring); a target may hold any mix of them.
 
     ``journal`` is the writer's own handle when called from the daemon; without it (the CLI)
     an idle segment is closed through the directory lock instead. ``flush`` closes the
