@@ -1,7 +1,7 @@
 """Time the fleet analysis job at the margin, beside DuckDB on the same files.
 
     .venv/bin/python bench/bench_spark.py [--brokers-per-cluster 20] [--days 30]
-        [--small-days 6] [--repeat 3] [--layout 2] [--keep DIR]
+        [--small-days 6] [--repeat 3] [--layout 3] [--keep DIR]
 
 1. writes two synthetic fleets in the journal schema straight to the shipped layout
    (``retentiond.analytics.synth``: the same brokers, a round a minute, plus the deletions,
@@ -264,12 +264,21 @@ started = time.monotonic()
 def read(glob, spec):
     return (f"SELECT * FROM read_json('{glob}', columns={{{spec}}}, "
             "format='newline_delimited', hive_partitioning=true, hive_types_autocast=false)")
-# Both shipped layouts: a directory per type (1), every type in one file under v2/ (2).
+# Every shipped layout: a directory per type (1), every type in one file under v2/ (2), a
+# file per family under v3/ (3): the deletions family read with the deletion columns, the
+# rounds family once with the round and round_summary columns, then split by type.
 mixed = os.path.isdir(f"{target}/v2")
 if mixed:
     every = common + ",".join(cols.values())
     con.execute(f"CREATE TABLE raw AS {read(target + '/v2/*/*/*/*.jsonl.gz', every)} "
                 "WHERE type IN ('deletion', 'round', 'round_summary')")
+families = {"deletions": ("deletion",), "rounds": ("round", "round_summary")}
+family_of = {kind: family for family, kinds in families.items() for kind in kinds}
+v3 = {family for family in families if os.path.isdir(f"{target}/v3/{family}")}
+if "rounds" in v3:
+    spec = common + cols["round"] + "," + cols["round_summary"]
+    con.execute(f"CREATE TABLE v3_rounds AS {read(target + '/v3/rounds/*/*/*/*.jsonl.gz', spec)}"
+                " WHERE type IN ('round', 'round_summary')")
 for kind, spec in cols.items():
     real = " AND NOT coalesce(dry_run, false)" if kind == "deletion" else ""
     parts = []
@@ -278,9 +287,17 @@ for kind, spec in cols.items():
                      f" WHERE type = '{kind}'{real}")
     if mixed:
         parts.append(f"SELECT * FROM raw WHERE type = '{kind}'{real}")
+    if family_of[kind] in v3:
+        if kind == "deletion":
+            glob = f"{target}/v3/deletions/*/*/*/*.jsonl.gz"
+            parts.append(f"SELECT * FROM ({read(glob, common + spec)}) WHERE type = '{kind}'{real}")
+        else:
+            parts.append(f"SELECT * FROM v3_rounds WHERE type = '{kind}'")
     con.execute(f"CREATE TABLE {kind} AS " + " UNION ALL BY NAME ".join(parts))
 if mixed:
     con.execute("DROP TABLE raw")
+if "rounds" in v3:
+    con.execute("DROP TABLE v3_rounds")
 con.execute(f"CREATE TABLE prepared AS {sqls.pop('prepared')}")
 as_of = con.sql("SELECT max(dt) FROM (SELECT dt FROM deletion UNION ALL SELECT dt FROM prepared)"
                 ).fetchall()[0][0]
@@ -349,14 +366,15 @@ _TYPE = re.compile(rb'"type":"([a-z_]+)"')
 
 
 def _lines(path: Path) -> dict[str, int]:
-    """Records per type in one shipped file (layout 1: its directory's type; layout 2, the
-    mixed files of ``synth``: each line's compact ``"type":"..."``)."""
+    """Records per type in one shipped file (layout 1: its directory's type; layout 2's mixed
+    files and layout 3's family files of ``synth``: each line's compact ``"type":"..."``)."""
     import gzip
 
     kind = path.parents[3].name  # <target>/<type>/dt=/cluster=/broker=/file
+    mixed = kind == "v2" or path.parents[4].name == "v3"  # <target>/v3/<family>/dt=/...
     with gzip.open(path, "rb") as fh:
         data = fh.read()
-    if kind != "v2":
+    if not mixed:
         return {kind: data.count(b"\n")}
     counts: dict[str, int] = {}
     for m in _TYPE.finditer(data):
@@ -511,7 +529,7 @@ def main() -> int:
     p.add_argument("--days", type=int, default=30, help="the big fleet's days")
     p.add_argument("--small-days", type=int, default=6, help="the small fleet's days")
     p.add_argument("--rounds-per-day", type=int, default=1440)
-    p.add_argument("--layout", type=int, choices=(1, 2), default=2, help="the shipped layout")
+    p.add_argument("--layout", type=int, choices=(1, 2, 3), default=3, help="the shipped layout")
     p.add_argument("--repeat", type=int, default=3)
     p.add_argument("--driver-memory", default="4g")
     p.add_argument("--keep", help="generate into (or reuse) this directory")

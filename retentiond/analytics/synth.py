@@ -18,8 +18,10 @@ a story, so that every table and every section of the report has something to sa
   ``retentiond rescue`` on the last day (``"rescue": true`` deletions, schema 5).
 
 Brokers of the ``legacy`` story write schema version 2 (no ``loss``, no ``rescue``), as a
-daemon not yet upgraded would: the job reads both. Records are written in layout 1 (a
-directory per record type) or layout 2 (every type of a broker's day in one file: ``v2/``).
+daemon not yet upgraded would: the job reads both. Records are written in any shipped layout
+(``journal.ship``): 1, a directory per record type; 2, every type of a broker's day in one
+file (``v2/``); 3, the daemon's default, one file per record family (``v3/deletions``:
+intents and deletions; ``v3/rounds``: rounds and round summaries).
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from retentiond.journal.rollup import IdleView, RoundFolder
+from retentiond.journal.ship import LAYOUTS, layout_dir
 
 HOUR_MS = 3_600_000
 DAY_MS = 24 * HOUR_MS
@@ -59,7 +62,7 @@ class Plan:
     start_ms: int = 1_709_510_400_000  # 2024-03-04T00:00:00Z
     seed: int = 7
     kafka_every: int = 3  # every third cluster is Kafka (0: none)
-    layout: int = 1  # 1: a directory per record type; 2: all types in one file (v2/)
+    layout: int = 1  # 1: a directory per record type; 2: all types in one file (v2/); 3: v3/
 
     @property
     def brokers(self) -> int:
@@ -443,19 +446,19 @@ def _idle_view(record: dict[str, Any]) -> IdleView:
 
 
 def write_broker(target: Path, plan: Plan, cluster: int, broker: int) -> int:
-    """Write one broker's files: per day, one file per record type (layout 1) or one file
-    with every type (layout 2), as one shipped segment a day would be."""
+    """Write one broker's files: per day, one file per directory of the plan's layout (a
+    record type, ``v2``, or a family under ``v3``), as one shipped segment a day would be."""
+    if plan.layout not in LAYOUTS:
+        raise ValueError(f"shipped layout {plan.layout!r}: one of {LAYOUTS}")
     count = 0
     kafka = is_kafka(plan, cluster)
     b = f"kafka-{broker}" if kafka else f"broker-{broker}"
     c = f"cluster-{cluster + 1}"
     name = f"{b}.{c}.example-synth0000-000000000001.jsonl.gz"
     for day, by_type in broker_days(plan, cluster, broker):
-        groups = (
-            {"v2": [line for lines in by_type.values() for line in lines]}
-            if plan.layout == 2
-            else by_type
-        )
+        groups: dict[str, list[bytes]] = {}
+        for kind, lines in by_type.items():
+            groups.setdefault(layout_dir(plan.layout, kind), []).extend(lines)
         for kind, lines in groups.items():
             if not lines:
                 continue
@@ -487,7 +490,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--days", type=int, default=7)
     p.add_argument("--rounds-per-day", type=int, default=144)
     p.add_argument("--kafka-every", type=int, default=3, help="every Nth cluster is Kafka")
-    p.add_argument("--layout", type=int, choices=(1, 2), default=2)
+    p.add_argument("--layout", type=int, choices=LAYOUTS, default=3, help="the shipped layout")
     p.add_argument("--workers", type=int, default=1)
     args = p.parse_args(argv)
     plan = Plan(

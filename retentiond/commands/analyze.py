@@ -14,9 +14,16 @@ import sys
 from datetime import UTC, date, datetime, timedelta
 
 from retentiond.commands.common import EXIT_NO_RECORDS, EXIT_NO_SPARK
+from retentiond.journal.ship import MIXED_DIR, layout_dir
 
 RECORD_TYPES = ("deletion", "round", "round_summary")  # what the job reads (analytics.job)
-LAYOUT_DIRS = (*RECORD_TYPES, "v2")  # layout 1: a directory per type; layout 2: v2/
+# Where the shipped layouts (journal.ship) keep those records: layout 1, a directory per type;
+# layout 2, v2/; layout 3, the two families the job reads under v3/ (v3/other is not read).
+LAYOUT_DIRS = (
+    *RECORD_TYPES,
+    MIXED_DIR,
+    *sorted({layout_dir(3, t) for t in RECORD_TYPES}),  # v3/deletions, v3/rounds
+)
 _RELATIVE = re.compile(r"(\d{1,4})d")
 MISSING = (
     "error: `retentiond analyze` needs the optional Spark dependencies: "
@@ -43,7 +50,11 @@ def since_date(text: str, today: date | None = None) -> str:
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--input", required=True, help="the ship target: <input>/<type>/dt=.../...")
+    p.add_argument(
+        "--input",
+        required=True,
+        help="the ship target: <input>/v3/<family>/dt=.../... (and v2/, <type>/)",
+    )
     p.add_argument("--output", required=True, help="where the Parquet tables are written")
     p.add_argument(
         "--master",

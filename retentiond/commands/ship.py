@@ -56,6 +56,7 @@ def cmd_ship(args: argparse.Namespace) -> int:
         max_local_bytes=d.ship_max_local_bytes,
         max_segment_age_ms=d.journal_max_segment_age_ms,
         flush=args.flush,
+        layout=d.ship_layout,
     )
     if result.busy:
         print(

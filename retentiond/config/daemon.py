@@ -12,7 +12,7 @@ from typing import Any, cast
 
 from retentiond.config import metrics
 from retentiond.config.guard import GUARD_KEYS
-from retentiond.config.keys import ConfigKey, Kind
+from retentiond.config.keys import ConfigKey, Format, Invalid, Kind, ValueType
 from retentiond.config.settings import (
     DEFAULT_INITIAL_DELAY_MS,
     DEFAULT_JOURNAL_MAX_SEGMENT_AGE_MS,
@@ -20,7 +20,9 @@ from retentiond.config.settings import (
     DEFAULT_JOURNAL_ROUND_SUMMARY_INTERVAL_MS,
     DEFAULT_METRICS_LISTEN,
     DEFAULT_SHIP_INTERVAL_MS,
+    DEFAULT_SHIP_LAYOUT,
     DEFAULT_SHIP_MAX_LOCAL_BYTES,
+    SHIP_LAYOUTS,
     DaemonSettings,
 )
 
@@ -33,6 +35,24 @@ __all__ = [
 ]
 
 DAEMON_NAMESPACE = "retentiond"
+
+
+def _layout(spec: ConfigKey, raw: object, fmt: Format) -> int:
+    """A shipped layout: a whole number as every integer key takes it, one of ``SHIP_LAYOUTS``."""
+    *first, last = (str(n) for n in SHIP_LAYOUTS)
+    must = f"must be {', '.join(first)} or {last} (the shipped layout)"
+    try:
+        value = Kind.INT.coerce(spec, raw, fmt)
+    except Invalid as exc:  # keeps the why: "not a string; remove the quotes"
+        raise Invalid(must + str(exc).removeprefix("must be a whole number")) from None
+    if value not in SHIP_LAYOUTS:
+        raise Invalid(must)
+    return value
+
+
+LAYOUT = ValueType(
+    "shipped layout", _layout, lambda spec: " / ".join(f"`{n}`" for n in SHIP_LAYOUTS)
+)
 
 DAEMON_KEYS: tuple[ConfigKey, ...] = (
     ConfigKey(
@@ -135,6 +155,16 @@ DAEMON_KEYS: tuple[ConfigKey, ...] = (
         unit="bytes",
         minimum=0,
         java_type="long",
+    ),
+    ConfigKey(
+        "retentiond.ship.layout",
+        "daemon.ship_layout",
+        LAYOUT,
+        "How shipped files are laid out under the target: `3`, one file per record family "
+        "(`v3/deletions`, `v3/rounds`, `v3/other`) per segment and day; `2`, one file with "
+        "every record type (`v2/`); `1`, one file per record type (`<type>/`). "
+        "`retentiond analyze` reads all three.",
+        default=DEFAULT_SHIP_LAYOUT,
     ),
     ConfigKey(
         "retentiond.initialDelay",

@@ -26,6 +26,10 @@ DEFAULT_JOURNAL_MAX_SEGMENT_AGE_MS = 3_600_000  # a quiet journal still ships ho
 DEFAULT_JOURNAL_ROUND_SUMMARY_INTERVAL_MS = 300_000  # idle rounds: one summary per 5 min
 DEFAULT_SHIP_INTERVAL_MS = 300_000
 DEFAULT_SHIP_MAX_LOCAL_BYTES = 256 * 1024 * 1024  # unshipped segments kept while unreachable
+# The shipped layouts (journal/ship.py): 1 a directory per record type, 2 every type of a
+# segment's day in one file (v2/), 3 one file per record family (v3/<family>/).
+SHIP_LAYOUTS = (1, 2, 3)
+DEFAULT_SHIP_LAYOUT = 3
 DEFAULT_METRICS_LISTEN = "127.0.0.1:9465"  # loopback only; see observe/server.py
 
 
@@ -45,6 +49,7 @@ class DaemonSettings:
     ship_target: Path | None = None  # None = shipping off
     ship_interval_ms: int = DEFAULT_SHIP_INTERVAL_MS
     ship_max_local_bytes: int = DEFAULT_SHIP_MAX_LOCAL_BYTES
+    ship_layout: int = DEFAULT_SHIP_LAYOUT
     # /metrics (observe/): where it listens, and its optional TLS and basic auth. The password
     # is read from a file so the secret never appears in the config, its hash or the logs.
     metrics_listen: str = DEFAULT_METRICS_LISTEN
@@ -71,6 +76,7 @@ _HASHED_ONLY_WHEN_SET = (
     "guard_ignore_groups",
     "guard_stale_after_ms",
     "guard_top_groups",
+    "ship_layout",
 )
 
 

@@ -2,14 +2,15 @@
 
 ``retentiond journal`` is the operator's door to what ``docs/journal.md`` describes: the local
 segments (``journal-<12 digits>.jsonl``, and ``.jsonl.gz`` if an operator compressed a closed
-one) and, when ``retentiond.ship.target`` is set, the shipped files
-``<target>/<type>/dt=<day>/cluster=<c>/broker=<b>/*.jsonl.gz``. Only this broker's shipped
-records are read (its ``cluster=`` and ``broker=`` directories, records written on this host),
-only the asked-for record types (a type is a directory there), and only the days the time
-window touches. A record present in both places (a shipping pass that died between its rename
-and the local delete) is shown once. Torn lines are skipped and counted, as every journal
-reader does; a file or directory that cannot be read is named in ``problems``, and what could be
-read is still returned.
+one) and, when ``retentiond.ship.target`` is set, the shipped files of every layout
+(``journal.ship``): ``<target>/v3/<family>/dt=<day>/cluster=<c>/broker=<b>/*.jsonl.gz``,
+``<target>/v2/dt=...`` and ``<target>/<type>/dt=...``. Only this broker's shipped records are
+read (its ``cluster=`` and ``broker=`` directories, records written on this host), only the
+directories that can hold the asked-for record types (a type's own directory, its family's,
+and ``v2``), and only the days the time window touches. A record present in both places (a
+shipping pass that died between its rename and the local delete) is shown once. Torn lines are
+skipped and counted, as every journal reader does; a file or directory that cannot be read is
+named in ``problems``, and what could be read is still returned.
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 from zoneinfo import ZoneInfo
 
-from retentiond.journal.ship import _part
+from retentiond.journal.ship import MIXED_DIR, _part, layout_dir
 from retentiond.journal.writer import parse_line
 
 RECORD_TYPES = ("intent", "deletion", "abort", "round", "round_summary")
@@ -172,7 +173,11 @@ def _shipped_files(source: Shipped, query: Query) -> Iterator[Path]:
         first = datetime.fromtimestamp(query.since_ms / 1000, UTC).date()
     if query.until_ms is not None:
         last = datetime.fromtimestamp(query.until_ms / 1000, UTC).date() + timedelta(days=1)
-    for kind in sorted(query.types):
+    # Every layout a target may hold (a broker's layout is its own setting): the type's own
+    # directory (1), the one with every type (2), its family's (3). A record shipped twice in
+    # two layouts is shown once (``seen``).
+    dirs = {MIXED_DIR} | {layout_dir(n, t) for t in query.types for n in (1, 3)}
+    for kind in sorted(dirs):
         base = source.target / kind
         if not base.is_dir():
             continue

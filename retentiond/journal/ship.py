@@ -1,12 +1,19 @@
 """Shipping: closed journal segments to the fleet's target directory, laid out for Spark.
 
-``<target>/<record type>/dt=YYYY-MM-DD/cluster=<c>/broker=<b>/<host>-<journal id>-<seq>.jsonl.gz``
+``<target>/v3/<family>/dt=YYYY-MM-DD/cluster=<c>/broker=<b>/<host>-<journal id>-<seq>.jsonl.gz``
 
-One closed segment becomes one gzip file per (type, day, cluster, broker, host) it holds
-(layout 1, the default). Layout 2 (``layout=2``) keeps every record type of a segment's day in
-one file, ``<target>/v2/dt=.../cluster=.../broker=.../<same name>``: three to four times fewer,
-larger files for the fleet job to open; the job (``retentiond analyze``) reads both. The
-order of operations is what makes a crash at any point harmless:
+One closed segment becomes one gzip file per (record family, day, cluster, broker, host) it
+holds (layout 3, the default). The families are what the fleet job reads apart: ``deletions``
+(the deletion journal: ``intent``, ``deletion``, ``abort``; intents stay beside their outcomes
+for audits), ``rounds`` (``round``, ``round_summary``) and ``other`` (every other type,
+``invalid`` included): the job parses each family into its own narrow frame, from two files
+per broker and day where layout 1 writes four or five. The earlier layouts stay readable and
+writable (``layout=`` here, ``retentiond.ship.layout`` in a configuration): layout 1, one
+file per record type, ``<target>/<type>/dt=.../...``; layout 2, one file with every type of a
+segment's day, ``<target>/v2/dt=.../...``. Whatever the layout, the file name, the lines
+(unchanged), the day (``record_day``) and the order of operations below are the same, and
+the job (``retentiond analyze``) reads a target holding any mix of them. The order of
+operations is what makes a crash at any point harmless:
 
 1. each file is written under a hidden temporary name (Spark, DuckDB and globs skip names
    starting with ``.``), fsynced, renamed over its final name and the directory fsynced;
@@ -50,15 +57,31 @@ from urllib.parse import quote
 
 import structlog
 
-from retentiond.config.settings import Settings, StoreSection
+from retentiond.config.settings import (
+    DEFAULT_SHIP_LAYOUT,
+    SHIP_LAYOUTS,
+    Settings,
+    StoreSection,
+)
 from retentiond.journal import writer as jr
 from retentiond.journal.reconcile import ReconcileResult, reconcile
 
 log = structlog.get_logger(__name__)
 
 SHIP_LOCK_NAME = "ship.lock"
-LAYOUTS = (1, 2)
+LAYOUTS: tuple[int, ...] = SHIP_LAYOUTS  # (1, 2, 3): the values retentiond.ship.layout takes
+DEFAULT_LAYOUT = DEFAULT_SHIP_LAYOUT  # 3
 MIXED_DIR = "v2"  # layout 2's directory under the target (no record type is named so)
+FAMILY_DIR = "v3"  # layout 3's directory under the target, v3/<family>/dt=... (nor is one so)
+# Layout 3: the family each record type is filed under; every type not named here is "other".
+FAMILIES: dict[str, str] = {
+    "intent": "deletions",
+    "deletion": "deletions",
+    "abort": "deletions",
+    "round": "rounds",
+    "round_summary": "rounds",
+}
+OTHER_FAMILY = "other"
 _TYPE = re.compile(r"[a-z][a-z0-9_]{0,31}")
 
 
@@ -129,9 +152,27 @@ def record_type(record: dict[str, object]) -> str:
     return value if isinstance(value, str) and _TYPE.fullmatch(value) else "invalid"
 
 
+def family_of(kind: str) -> str:
+    """Layout 3's family of a record type (``record_type``): ``deletions``, ``rounds`` or
+    ``other``."""
+    return FAMILIES.get(kind, OTHER_FAMILY)
+
+
+def layout_dir(layout: int, kind: str) -> str:
+    """The directory under the target that a record of type ``kind`` goes to in ``layout``:
+    ``<type>`` (1), ``v2`` (2), ``v3/<family>`` (3)."""
+    if layout == 3:
+        return f"{FAMILY_DIR}/{family_of(kind)}"
+    if layout == 2:
+        return MIXED_DIR
+    # a type spelled like a layout's directory would be read as that layout's files
+    return "invalid" if kind in (MIXED_DIR, FAMILY_DIR) else kind
+
+
 def shipped_path(
     target: Path, kind: str, day: str, cluster: str, broker: str, host: str, jid: str, seq: int
 ) -> Path:
+    """``kind``: the directory under the target (``layout_dir``)."""
     name = f"{_part(host)}-{jid}-{seq:012d}.jsonl.gz"
     return (
         Path(target) / kind / f"dt={day}" / f"cluster={_part(cluster)}" / f"broker={_part(broker)}"
@@ -153,7 +194,7 @@ class _Group:
 
 
 def _group_segment(
-    path: Path, target: Path, jid: str, stats: jr.ReadStats, layout: int = 1
+    path: Path, target: Path, jid: str, stats: jr.ReadStats, layout: int = DEFAULT_LAYOUT
 ) -> dict[Path, _Group]:
     """The segment's lines, unchanged, grouped by the file each must go to."""
     seq = jr.segment_seq(path)
@@ -170,7 +211,7 @@ def _group_segment(
             stats.records += 1
             dest = shipped_path(
                 target,
-                MIXED_DIR if layout == 2 else record_type(record),
+                layout_dir(layout, record_type(record)),
                 record_day(record, fallback),
                 str(record.get("cluster", "unknown")),
                 str(record.get("broker", "unknown")),
@@ -217,7 +258,9 @@ def _verify(dest: Path, group: _Group) -> None:
         )
 
 
-def ship_segment(path: Path, target: Path, jid: str, layout: int = 1) -> tuple[int, int, int]:
+def ship_segment(
+    path: Path, target: Path, jid: str, layout: int = DEFAULT_LAYOUT
+) -> tuple[int, int, int]:
     """Copy one closed segment and verify the copies; returns (records, files, torn lines).
 
     The caller removes the segment afterwards. Raises ShipError or OSError on failure.
@@ -310,11 +353,11 @@ def ship_once(
     append: Callable[[dict[str, object]], None] | None = None,
     held: Callable[[str], bool] | None = None,
     counters: ShipCounters | None = None,
-    layout: int = 1,
+    layout: int = DEFAULT_LAYOUT,
 ) -> ShipResult:
     """One pass: close an idle segment, reconcile, ship every closed one oldest first, keep
     the budget; added to ``counters`` when given. ``layout``: the shipped layout (module
-    docstring); a target may hold both.
+    docstring); a target may hold any mix of them.
 
     ``journal`` is the writer's own handle when called from the daemon; without it (the CLI)
     an idle segment is closed through the directory lock instead. ``flush`` closes the
@@ -417,7 +460,7 @@ def _ship_closed(
     result: ShipResult,
     keep: set[int] | None = None,
     closed: list[tuple[int, Path]] | None = None,
-    layout: int = 1,
+    layout: int = DEFAULT_LAYOUT,
 ) -> None:
     if not target.is_dir():
         raise ShipError(f"target {target} is not a reachable directory")
@@ -480,4 +523,5 @@ def ship_with_settings(
         flush=flush,
         held=held,
         counters=counters,
+        layout=d.ship_layout,
     )

@@ -1,6 +1,6 @@
 """`retentiond analyze` never fails silently: no input or no records is exit 12 with no report
 written, no Java is exit 11, both said in one line before Spark starts; a fleet that never
-shipped a record type (``round_summary/``) is analysed without a Java stack trace."""
+shipped a record type (layout 1's ``round_summary/``) is analysed without a Java stack trace."""
 
 from __future__ import annotations
 
@@ -59,10 +59,11 @@ def test_no_java_is_exit_11(tmp_path: Path) -> None:
 def test_a_fleet_without_round_summaries_is_analysed_without_a_java_trace(
     tmp_path: Path,
 ) -> None:
-    """One Spark run: deletions and rounds shipped, no round_summary/ at all."""
+    """One Spark run: deletions and rounds shipped in layout 1 (a directory per record type),
+    no round_summary/ at all."""
     need_spark()
     need(shutil.which("java") is not None, "java is not installed")
-    made = make_store(tmp_path)
+    made = make_store(tmp_path, retentiond={"ship": {"layout": 1}})
     assert run_cli("once", "--config", str(made.config)).code == 0
     target, out = tmp_path / "target", tmp_path / "out"
     target.mkdir()
@@ -77,3 +78,30 @@ def test_a_fleet_without_round_summaries_is_analysed_without_a_java_trace(
     assert "FileNotFoundException" not in r.stderr and "\tat " not in r.stderr, r.stderr
     assert "analysed up to" in r.stdout
     assert (out / "report" / "report.md").exists()
+
+
+@pytest.mark.parametrize(
+    ("where", "holds_records"),
+    [
+        ("v3/deletions/dt=2024-05-01/cluster=c/broker=b", True),
+        ("v3/rounds/dt=2024-05-01/cluster=c/broker=b", True),
+        ("v3/other/dt=2024-05-01/cluster=c/broker=b", False),  # no type the job reads
+        ("v2/dt=2024-05-01/cluster=c/broker=b", True),
+        ("round_summary/dt=2024-05-01/cluster=c/broker=b", True),
+        ("intent/dt=2024-05-01/cluster=c/broker=b", False),
+    ],
+)
+def test_the_input_check_knows_every_layout(tmp_path: Path, where: str, holds_records) -> None:
+    """What decides exit 12 before Spark starts (no Spark needed to check it)."""
+    from retentiond.commands.analyze import local_input_problem
+
+    (tmp_path / where).mkdir(parents=True)
+    (tmp_path / where / "h-0000abcd-000000000001.jsonl.gz").write_bytes(b"")
+    problem = local_input_problem(str(tmp_path))
+    if holds_records:
+        assert problem is None
+    else:
+        assert problem == (
+            f"{tmp_path}: no shipped records (nothing under deletion, round, round_summary, "
+            "v2, v3/deletions, v3/rounds)"
+        )

@@ -158,7 +158,7 @@ def test_ship_refuses_a_relative_target_and_says_what_stayed_when_it_fails(tmp_p
     r = run_cli("ship", "--config", config, "--target", str(target), "--flush")
     assert r.code == 0, r.err
     assert "shipped 1 segments" in r.out and "--flush" not in r.out
-    assert list(target.glob("deletion/dt=*/*/*/*.jsonl.gz"))
+    assert list(target.glob("v3/deletions/dt=*/*/*/*.jsonl.gz"))
 
 
 # ---- a refused unlink: one line per attempt ---------------------------------------------------

@@ -186,7 +186,7 @@ def test_an_unreadable_shipped_file_is_exit_6_after_what_could_be_read(
         else:
             dest.parent.mkdir(parents=True, exist_ok=True)
             dest.write_bytes(path.read_bytes())
-    [broken] = list((target / "deletion").rglob("*.jsonl.gz"))
+    [broken] = list((target / "v3" / "deletions").rglob("*.jsonl.gz"))
     broken.write_bytes(broken.read_bytes()[:40])  # a truncated gzip stream
     config = tmp_path / "broker.yaml"
     config.write_text(shipped.config.read_text().replace(str(shipped.target), str(target)))

@@ -1049,6 +1049,7 @@ def _changed_value(spec: ConfigKey) -> str:
         "retentiond.journal.maxSegmentAge": "60000",
         "retentiond.ship.target": "/fleet",
         "retentiond.ship.interval": "60000",
+        "retentiond.ship.layout": "1",
         "retentiond.guard.unconsumed": "keep",
         "retentiond.guard.timers": "keep",
         "retentiond.guard.ignoreGroups": "[g1]",

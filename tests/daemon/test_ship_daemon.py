@@ -43,7 +43,7 @@ def test_the_daemon_ships_closed_segments_on_its_own(
     try:
         files: list[Path] = wait_until(
             "a shipped segment (nothing shipped within 30 s)",
-            lambda: list(target.glob("round/dt=*/cluster=cluster-9/broker=broker-z/*.jsonl.gz")),
+            lambda: list(target.glob("v3/rounds/dt=*/cluster=cluster-9/broker=broker-z/*.gz")),
             30,
             log,
             interval=0.2,

@@ -48,7 +48,7 @@ def test_kafka_journal_through_ship_and_analyze(tmp_path: Path) -> None:
     target.mkdir()  # the target is a mounted share: it must exist
     shipped = run_cli("ship", "--config", str(config), "--target", str(target), "--flush")
     assert shipped.code == 0, shipped.err
-    assert list(target.glob("deletion/dt=*/cluster=kafkawire-test/broker=kafka-3/*.jsonl.gz"))
+    assert list(target.glob("v3/deletions/dt=*/cluster=kafkawire-test/broker=kafka-3/*.jsonl.gz"))
 
     env = {**os.environ, "SPARK_LOCAL_IP": "127.0.0.1", "PYSPARK_PYTHON": sys.executable}
     proc = subprocess.run(

@@ -117,7 +117,9 @@ def shipped_seqs(target: Path) -> Counter[int]:
         with gzip.open(path, "rt") as fh:
             for line in fh:
                 record = json.loads(line)
-                assert path.parent.parent.parent.parent.name == record["type"]
+                # <target>/v3/<family>/dt=/cluster=/broker=/file: the default layout
+                assert path.parents[3].name == ship.family_of(record["type"])
+                assert path.parents[4].name == ship.FAMILY_DIR
                 seen[record["seq"]] += 1
     return seen
 
