@@ -183,7 +183,8 @@ DUCKDB_SQL = {
                last_day_max_ratio, slope_per_day, fitted_ratio_now, warning_level_ratio,
                days_to_warning,
                CASE WHEN days_to_warning <= 3650 THEN strftime(last_dt::DATE
-                   + ceil(round(days_to_warning, 6))::INTEGER, '%Y-%m-%d') END AS projected_warning_date
+                   + ceil(round(days_to_warning, 6))::INTEGER, '%Y-%m-%d')
+               END AS projected_warning_date
         FROM d""",
     "broker_window": """
         WITH dels AS (

@@ -291,9 +291,10 @@ def build(tmp: Path) -> Fleet:
 
 
 def layout_of(broker: Broker) -> int:
-    """Brokers b and d ship the mixed layout (2), a and c a directory per type (1): the job
-    reads a target that holds both."""
-    return 2 if broker.name in ("broker-b", "broker-d") else 1
+    """Brokers a ship a directory per type (layout 1), b every type in one file (2), c and d
+    each family of types in its own file (3, the default): the job reads a target that holds
+    all three."""
+    return {"broker-a": 1, "broker-b": 2}.get(broker.name, 3)
 
 
 def _ship(broker: Broker, target: Path, *, flush: bool) -> ship.ShipResult:

@@ -50,7 +50,7 @@ def demo(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     from retentiond.analytics.synth import Plan, write_fleet
 
     tmp = tmp_path_factory.mktemp("demo")
-    plan = Plan(layout=2)
+    plan = Plan(layout=3)
     write_fleet(tmp / "target", plan)
     env = {**os.environ, "SPARK_LOCAL_IP": "127.0.0.1", "PYSPARK_PYTHON": sys.executable}
     proc = subprocess.run(
@@ -147,7 +147,7 @@ def test_the_job_states_what_it_read(demo) -> None:
     log = demo["proc"].stderr
     used = by_type["deletion"] + by_type["round"] + by_type["round_summary"]
     files = len(list((demo["dir"] / "target").rglob("*.jsonl.gz")))
-    assert f"inputs: read {demo['dir'] / 'target'}: {files} files of layout 2" in log
+    assert f"inputs: read {demo['dir'] / 'target'}: {files} files of layout 3" in log
     assert f"{used:,} records used ({by_type['deletion']:,} deletion" in log
     assert "from 15 brokers in 3 clusters over 7 days (2024-03-04 to 2024-03-10)" in log
     versions: dict[int, int] = defaultdict(int)

@@ -218,15 +218,20 @@ def test_the_simulated_week_exercises_every_story(fleet: fleet_sim.Fleet) -> Non
 def test_every_acknowledged_record_is_shipped_exactly_once(fleet: fleet_sim.Fleet) -> None:
     shipped = []
     layouts = {b.name: fleet_sim.layout_of(b) for b in fleet.brokers}
-    assert set(layouts.values()) == {1, 2}
+    assert set(layouts.values()) == {1, 2, 3}
+    families = {"deletions": {"intent", "deletion", "abort"}, "rounds": {"round", "round_summary"}}
     for path in sorted(fleet.target.rglob("*.jsonl.gz")):
         parts = dict(p.split("=", 1) for p in path.parent.parts if "=" in p)
-        kind = path.relative_to(fleet.target).parts[0]
-        assert (kind == "v2") == (layouts[parts["broker"]] == 2), path
+        kind, family = path.relative_to(fleet.target).parts[:2]
+        layout = {"v2": 2, "v3": 3}.get(kind, 1)
+        assert layout == layouts[parts["broker"]], path
         with gzip.open(path, "rt") as fh:
             for line in fh:
                 record = json.loads(line)
-                assert kind == "v2" or record["type"] == kind
+                if layout == 1:
+                    assert record["type"] == kind
+                elif layout == 3:
+                    assert record["type"] in families[family]
                 assert (day(record["time_ms"]), record["cluster"], record["broker"]) == (
                     parts["dt"],
                     parts["cluster"],
@@ -605,3 +610,52 @@ def test_an_empty_table_is_a_readable_parquet_dataset(spark, tmp_path: Path) -> 
     got = duckdb.sql(f"select * from read_parquet('{path}/**/*.parquet', union_by_name=true)")
     assert got.fetchall() == []
     assert set(empty.columns) <= set(got.columns)
+
+
+def test_the_inputs_count_what_was_left_out_in_every_layout(spark, tmp_path: Path) -> None:
+    """What the job says it read: each record of each layout counted once, used or skipped
+    with its reason (a line that is no record, a record filed under another type's or
+    family's directory, a newer schema, a dry run), intents and aborts neither."""
+    from retentiond.analytics.job import analyze
+    from retentiond.analytics.schema import SUPPORTED_SCHEMA_VERSION
+
+    t0 = 1_710_000_000_000
+    base = {"cluster": "c", "broker": "b", "host": "h", "schema_version": 5}
+
+    def deletion(i: int, **kw: Any) -> dict[str, Any]:
+        return {**base, "type": "deletion", "time_ms": t0 + i, "kind": "commitlog",
+                "reason": "expired", "bytes": 10, "age_ms": 5, "forced": False,
+                "dry_run": False, **kw}  # fmt: skip
+
+    def round_(i: int, **kw: Any) -> dict[str, Any]:
+        trig = {"physic_ratio": 0.5, "logics_ratio": 0.4, "disk_state": "ok",
+                "usage_exceeds": False, "error": None}  # fmt: skip
+        return {**base, "type": "round", "time_ms": t0 + i, "interval_ms": 60_000,
+                "triggers": trig, "deleted": {"commitlog": {"files": 0}}, **kw}  # fmt: skip
+
+    intent = {**base, "type": "intent", "time_ms": t0}
+    where = "dt=2024-03-09/cluster=c/broker=b/h-j-000000000001.jsonl.gz"
+
+    def put(directory: str, lines: list[Any]) -> None:
+        path = tmp_path / "in" / directory / where
+        path.parent.mkdir(parents=True)
+        text = "".join((x if isinstance(x, str) else json.dumps(x)) + "\n" for x in lines)
+        path.write_bytes(gzip.compress(text.encode()))
+
+    put("deletion", [deletion(1), round_(2)])  # layout 1: the round is misfiled
+    put("round", [round_(3), round_(4, schema_version=99)])
+    put("v2", [deletion(5), intent, round_(6), "not json", deletion(7, dry_run=True)])
+    put("v3/deletions", [intent, deletion(8), round_(9), "{}"])  # a round in the wrong family
+    put("v3/rounds", [round_(10), deletion(11), "[1]"])
+    result = analyze(spark, str(tmp_path / "in"), str(tmp_path / "out"))
+    inputs = result.inputs
+    assert inputs is not None
+    assert inputs.layouts == {"1": 2, "2": 1, "3": 2}
+    assert inputs.records == {"deletion": 3, "round": 3}
+    assert inputs.skipped == {
+        "unreadable lines (not JSON, or not a journal record)": 3,
+        "records filed under another type's directory": 3,
+        f"records of a schema newer than this job's ({SUPPORTED_SCHEMA_VERSION})": 1,
+        "dry-run deletions (nothing was deleted)": 1,
+    }
+    assert (inputs.brokers, inputs.clusters, inputs.days) == (1, 1, 1)
