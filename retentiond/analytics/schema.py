@@ -201,7 +201,7 @@ SCHEMAS = {"deletion": DELETION, "round": ROUND, "round_summary": ROUND_SUMMARY}
 
 def prune(schema: StructType, keep: dict[str, object]) -> StructType:
     """The part of ``schema`` named by ``keep`` (a field -> True, or -> a nested ``keep`` for a
-    struct or an array of structs).
+    struct, an array of structs, or a map read as a struct of the keys named).
 
     The job reads each record type with only the fields its tables use: the JSON parser then
     skips every other value (file names, ids, triggers it does not need) instead of building
@@ -220,6 +220,9 @@ def prune(schema: StructType, keep: dict[str, object]) -> StructType:
             and isinstance(f.dataType.elementType, StructType)
         ):
             fields.append(_f(f.name, ArrayType(prune(f.dataType.elementType, want))))
+        elif isinstance(want, dict) and isinstance(f.dataType, MapType):
+            # a map read as a struct of the keys wanted (JSON objects are both)
+            fields.append(_f(f.name, StructType([_f(k, f.dataType.valueType) for k in want])))
     return StructType(fields)
 
 
@@ -238,6 +241,11 @@ def merge(*schemas: StructType) -> StructType:
                 raise ValueError(f"{f.name}: {have.dataType} and {f.dataType}")
     return StructType(list(fields.values()))
 
+
+#: The disk states whose time the tables add up (``tables.OVER_MAX``): a summary's
+#: ``state_ms`` is read as a struct of these alone (the parser skips the other states), not
+#: as a map, which Spark can only sum through interpreted higher-order functions.
+STATES_WEIGHED = ("over_max_ratio", "clean_forcibly", "warning_level")
 
 _READ = {"schema_version": True, "type": True, "host": True, "file_reserved_time_hours": True}
 _READ_PARTITIONS = {"dt": True, "cluster": True, "broker": True}
@@ -283,7 +291,7 @@ READ_SCHEMAS = {
             "rounds": True,
             "disk_state": True,
             "ratio": dict.fromkeys(["max", "sum", "n", "last"], True),
-            "state_ms": True,
+            "state_ms": dict.fromkeys(STATES_WEIGHED, True),
             "stuck_rounds": True,
             "max": {"expired_pending": True},
             "plan_only_log_dirs": True,

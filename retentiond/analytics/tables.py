@@ -10,11 +10,13 @@ from collections.abc import Sequence
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
+from retentiond.analytics.schema import STATES_WEIGHED
+
 KEY = ["cluster", "broker", "host"]
 HOUR_MS = 3_600_000.0
 MAX_PROJECTION_DAYS = 3650  # further than ten years out is "not in sight", not a date
 DAY_DIGITS = 6  # days to the warning level are rounded to this many decimals before a date
-OVER_MAX = ["over_max_ratio", "clean_forcibly", "warning_level"]
+OVER_MAX = list(STATES_WEIGHED)  # over_max_ratio, clean_forcibly, warning_level
 OVER_FORCIBLY = ["clean_forcibly", "warning_level"]
 # The kinds whose deletions measure retention: a RocketMQ CommitLog file, a Kafka segment.
 RETENTION_KINDS = ["commitlog", "kafka_segment"]
@@ -233,12 +235,12 @@ def effective_retention(d: DataFrame) -> DataFrame:
 
 
 def _state_ms(states: list[str]) -> Column:
-    """A summary's time already spent in these states (between its own rounds)."""
-    names = ", ".join(f"'{s}'" for s in states)
-    return F.expr(
-        f"aggregate(map_values(map_filter(state_ms, (k, v) -> k IN ({names}))), 0L, "
-        "(acc, v) -> acc + coalesce(v, 0L))"
-    )
+    """A summary's time already spent in these states (between its own rounds): its
+    ``state_ms``, read as a struct of the states the tables weigh (``schema.STATES_WEIGHED``)."""
+    total = F.lit(0).cast("long")
+    for state in states:
+        total = total + F.coalesce(F.col(f"state_ms.{state}"), F.lit(0).cast("long"))
+    return total
 
 
 def prepare_rounds(
