@@ -518,13 +518,13 @@ def analyze(
             df.unpersist()
         return Result(None, inputs, seconds=time.monotonic() - started)
     pressure = tables.disk_pressure(prepared).cache()
-    forecast = tables.capacity_forecast(pressure, prepared, as_of).cache()
+    forecast = tables.capacity_forecast(pressure, as_of).cache()
     at_risk = tables.data_at_risk(deletions).cache()
     built = {
         "daily_reclaim": tables.daily_reclaim(deletions).cache(),
         "forced_deletions": tables.forced_deletions(deletions),
         "effective_retention": tables.effective_retention(deletions),
-        "disk_pressure": pressure,
+        "disk_pressure": pressure.drop(*tables.LATEST_COLUMNS),
         "capacity_forecast": forecast,
         "data_at_risk": at_risk,
         "rescue": tables.rescue(deletions),
@@ -534,7 +534,7 @@ def analyze(
         _write(df, output, name)
         result.counts[name] = -1  # not counted: a count would be one more pass over the data
         steps[name] = mark()
-    window = tables.broker_window(deletions, pressure, prepared, as_of)
+    window = tables.broker_window(deletions, pressure, as_of)
     merged = window.join(forecast.drop("dt"), tables.KEY, "left")
     losses = _losses_by_broker(at_risk)
     fleet = risk.rank(_rows(merged), losses)

@@ -273,8 +273,18 @@ def _ms_in(states: list[str], inner: str) -> Column:
     return F.sum(tail + F.col(inner)).cast("long")
 
 
+# What ``disk_pressure`` keeps of each day's latest round for the per-broker figures
+# (``capacity_forecast``, ``broker_window``): not columns of the table it writes.
+LATEST_COLUMNS = [
+    "_last_ms", "_reserved", "_store_kind", "_ratio_ms", "_ratio", "_warning",
+]  # fmt: skip
+
+
 def disk_pressure(r: DataFrame) -> DataFrame:
-    """Per day and broker: time above each threshold and rounds that could not help."""
+    """Per day and broker: time above each threshold and rounds that could not help; and
+    the day's latest round's figures (``LATEST_COLUMNS``), so that what needs a broker's
+    latest round reads one row a day instead of every round again."""
+    with_ratio = F.when(F.col("ratio").isNotNull(), F.col("last_time_ms"))
     return r.groupBy("dt", *KEY).agg(
         F.sum("n").cast("long").alias("rounds"),
         F.max("ratio_max").alias("max_ratio"),
@@ -286,10 +296,17 @@ def disk_pressure(r: DataFrame) -> DataFrame:
         F.sum("error").cast("long").alias("error_rounds"),
         F.sum("failures").cast("long").alias("failures"),
         F.max("expired_pending").alias("max_expired_pending"),
+        F.max("last_time_ms").alias("_last_ms"),
+        F.max_by("file_reserved_time_hours", "last_time_ms").alias("_reserved"),
+        F.max_by("store_kind", "last_time_ms").alias("_store_kind"),
+        # of the rounds that measured a ratio (max_by passes over a null ordering)
+        F.max(with_ratio).alias("_ratio_ms"),
+        F.max_by("ratio", with_ratio).alias("_ratio"),
+        F.max_by("warning_level_ratio", with_ratio).alias("_warning"),
     )
 
 
-def capacity_forecast(pressure: DataFrame, r: DataFrame, as_of: str) -> DataFrame:
+def capacity_forecast(pressure: DataFrame, as_of: str) -> DataFrame:
     """Per broker: least-squares trend of the daily peak disk ratio and the day it reaches
     the warning level (``diskSpaceWarningLevelRatio``: the broker then rejects writes)."""
     day = F.datediff(F.to_date("dt"), F.lit("1970-01-01").cast("date")).cast("double")
@@ -305,13 +322,9 @@ def capacity_forecast(pressure: DataFrame, r: DataFrame, as_of: str) -> DataFram
         F.regr_slope("max_ratio", "x").alias("slope_per_day"),
         F.regr_intercept("max_ratio", "x").alias("intercept"),
     )
-    latest = (
-        r.where(F.col("ratio").isNotNull())
-        .groupBy(*KEY)
-        .agg(
-            F.max_by("ratio", "last_time_ms").alias("latest_ratio"),
-            F.max_by("warning_level_ratio", "last_time_ms").alias("warning_level_ratio"),
-        )
+    latest = pressure.groupBy(*KEY).agg(
+        F.max_by("_ratio", "_ratio_ms").alias("latest_ratio"),
+        F.max_by("_warning", "_ratio_ms").alias("warning_level_ratio"),
     )
     slope = F.col("slope_per_day")
     fitted = F.coalesce(F.col("intercept") + slope * F.col("x_last"), F.col("last_day_max_ratio"))
@@ -344,7 +357,7 @@ def capacity_forecast(pressure: DataFrame, r: DataFrame, as_of: str) -> DataFram
     return out.withColumn("projected_warning_date", projected).withColumn("dt", F.lit(as_of))
 
 
-def broker_window(d: DataFrame, pressure: DataFrame, r: DataFrame, as_of: str) -> DataFrame:
+def broker_window(d: DataFrame, pressure: DataFrame, as_of: str) -> DataFrame:
     """Everything the risk ranking needs, one row per broker over the whole window."""
     cl = F.col("kind") == "commitlog"
     retention_age = F.when(F.col("kind").isin(RETENTION_KINDS), F.col("age_ms"))
@@ -360,7 +373,10 @@ def broker_window(d: DataFrame, pressure: DataFrame, r: DataFrame, as_of: str) -
         _hours(F.min(F.when(F.col("forced"), F.col("age_ms")))).alias("forced_min_age_hours"),
         _hours(F.percentile(retention_age, F.lit(0.5))).alias("retention_p50_hours"),
         F.sum(cl.cast("int")).alias("commitlog_files_deleted"),
-        F.count_distinct(F.when(F.col("forced") & recent, F.col("dt"))).alias("forced_days_7d"),
+        # days (a set of at most 7): no distinct aggregate, which doubles every row
+        F.size(F.collect_set(F.when(F.col("forced") & recent, F.col("dt")))).alias(
+            "forced_days_7d"
+        ),
         F.coalesce(F.sum(lost), F.lit(0)).cast("long").alias("messages_lost"),
         F.sum(F.col("rescue").cast("int")).cast("long").alias("rescue_files"),
         F.coalesce(F.sum(F.when(F.col("rescue"), F.col("bytes"))), F.lit(0))
@@ -375,13 +391,11 @@ def broker_window(d: DataFrame, pressure: DataFrame, r: DataFrame, as_of: str) -
         F.sum("ms_over_warning_level").cast("long").alias("ms_over_warning_level"),
         F.sum("stuck_rounds").cast("long").alias("stuck_rounds"),
         F.sum("error_rounds").cast("long").alias("error_rounds"),
+        F.max_by("_reserved", "_last_ms").alias("file_reserved_time_hours"),
+        F.max_by("_store_kind", "_last_ms").alias("store_kind"),
     )
-    reserved = r.groupBy(*KEY).agg(
-        F.max_by("file_reserved_time_hours", "last_time_ms").alias("file_reserved_time_hours"),
-        F.max_by("store_kind", "last_time_ms").alias("store_kind"),
-    )
-    keys = d.select(*KEY).union(r.select(*KEY)).distinct()
-    return keys.join(dels, KEY, "left").join(press, KEY, "left").join(reserved, KEY, "left")
+    # every broker with a deletion or a round
+    return dels.join(press, KEY, "full")
 
 
 def top_losses(risk: DataFrame, by: str, limit: int) -> DataFrame:
