@@ -651,7 +651,7 @@ class Kafka(KafkaVoice):
             return RescueReport(lines, False, tuple(held))
         assert selection is not None
         lines2, reached = report_lines(selection, request, dry_run=dry_run)
-        doc = document(selection, request, dry_run=dry_run)
+        doc = functools.partial(document, selection, request, dry_run=dry_run)
         return RescueReport(tuple(lines2), reached, (), doc)
 
     def _rescue(
