@@ -242,8 +242,8 @@ class Kafka(KafkaVoice):
                 if locked and not executes:
                     self.locks[d].release()
                 # split: the root and the consumer offsets only; plan_round does the rest
-                owned = None if split is None else _NOTHING
-                dirs.append((scan_log_dir(d, owned, _PROGRESS_TOPICS), locked))
+                owned, root = (None, None) if split is None else (_NOTHING, split.roots.get(d))
+                dirs.append((scan_log_dir(d, owned, _PROGRESS_TOPICS, root=root), locked))
             except OSError as e:
                 self.last_dir_errors[d] = str(e)
                 errors.append(f"{d}: {e}")
@@ -399,12 +399,13 @@ class Kafka(KafkaVoice):
         self, snapshot: KafkaSnapshot, owned: Callable[[str, fm.PartitionDirName], bool] | None
     ) -> KafkaSnapshot:
         """``snapshot``'s log dirs scanned again, their partition dirs that ``owned`` accepts
-        (None: all of them)."""
+        (None: all of them); their roots' listings and checkpoints as ``snapshot`` read
+        them."""
         dirs = []
         errors = list(snapshot.errors)
         for ld, locked in snapshot.log_dirs:
             try:
-                dirs.append((scan_log_dir(ld.path, owned, _PROGRESS_TOPICS), locked))
+                dirs.append((scan_log_dir(ld.path, owned, _PROGRESS_TOPICS, like=ld), locked))
             except OSError as e:
                 self.last_dir_errors[ld.path] = str(e)
                 errors.append(f"{ld.path}: {e}")

@@ -4,9 +4,11 @@ half, then joined.
 
 Only inside a one-off command (``forked.one_off``: ``plan``, ``rescue``), never in the
 daemon, and only for a store of ``MIN_PARTITIONS`` or more on two CPUs or more
-(``forked.allowed``). ``Kafka.scan`` decides (``split_for``) and then lists only each log
-dir's root and its ``__consumer_offsets`` partitions (so both halves know the same consumer
-progress); ``Kafka.plan_round`` forks, each process scans and plans its half, and:
+(``forked.allowed``). ``Kafka.scan`` decides (``split_for``, from each log dir's root
+listing, made once: ``Split.roots``) and then scans only its ``__consumer_offsets``
+partitions and reads its checkpoints (so both halves know the same consumer progress);
+``Kafka.plan_round`` forks, each process scans and plans its half (the root listing and
+the checkpoints taken from that first scan, not read again), and:
 
 - ``plan``: the halves are split in the order the text lists the partitions; the child
   renders its part of ``plan``'s text (``report.plan_text``), which ``render_plan`` joins
@@ -29,7 +31,7 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 from retentiond.engine import forked
@@ -37,6 +39,7 @@ from retentiond.kinds.kafka import formats as fm
 from retentiond.kinds.kafka.offsets import TOPIC as OFFSETS_TOPIC
 from retentiond.kinds.kafka.report import PlanText
 from retentiond.kinds.kafka.rescue import Half
+from retentiond.kinds.kafka.scan import RootListing, list_log_dir
 from retentiond.kinds.kafka.storecheck import log_dir_problem
 
 # below this many partitions one process is as fast
@@ -63,6 +66,7 @@ class Split:
     child: Owned
     parent: Owned
     topics: frozenset[str]  # every topic with a partition dir
+    roots: Mapping[str, RootListing]  # each usable log dir's listing, which the scans reuse
 
 
 @dataclass
@@ -93,22 +97,17 @@ def way(how: str) -> None:
     last_way = how
 
 
-def _listing(log_dirs: tuple[str, ...]) -> list[tuple[str, fm.PartitionDirName]] | None:
-    """Every partition dir (entry name, parsed name) of the usable log dirs; None when one
-    cannot be listed (one process then says why)."""
-    got = []
+def _listing(log_dirs: tuple[str, ...]) -> dict[str, RootListing] | None:
+    """The listing of each usable log dir (its partition dirs: ``Split.roots``); None when
+    one cannot be listed (one process then says why)."""
+    got = {}
     for d in log_dirs:
         if log_dir_problem(d) is not None:
             continue
         try:
-            with os.scandir(d) as it:
-                names = [e.name for e in it]
+            got[d] = list_log_dir(d)
         except OSError:
             return None
-        for n in names:
-            parsed = fm.parse_partition_dir_name(n)
-            if parsed is not None:
-                got.append((n, parsed))
     return got
 
 
@@ -121,9 +120,10 @@ def split_for(log_dirs: tuple[str, ...], *, rescue: bool) -> Split | None:
     """How to split the store between two processes; None for one."""
     if not forked.allowed(2, 2):  # not a one-off command, or one CPU: list nothing
         return None
-    listed = _listing(log_dirs)
-    if listed is None:
+    roots = _listing(log_dirs)
+    if roots is None:
         return None
+    listed = [d for r in roots.values() for d in r.dirs]
     topics = frozenset(n.topic for _e, n in listed)
     if rescue:
         if OFFSETS_TOPIC in topics:
@@ -137,6 +137,7 @@ def split_for(log_dirs: tuple[str, ...], *, rescue: bool) -> Split | None:
             lambda e, n: n.special is None and e >= key,
             lambda e, n: n.special is not None or e < key,
             topics,
+            roots,
         )
     if forked.whole_plan():
         return None  # plan --json, --all: made from the whole plan, which the child keeps
@@ -151,6 +152,7 @@ def split_for(log_dirs: tuple[str, ...], *, rescue: bool) -> Split | None:
         lambda _e, n: (n.topic, n.partition) >= at,
         lambda _e, n: (n.topic, n.partition) < at,
         topics,
+        roots,
     )
 
 
