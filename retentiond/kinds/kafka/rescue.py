@@ -504,6 +504,10 @@ class _Taking:
                     continue  # the guard stopped its prefix within the retention
                 got = _beyond_candidate(p, i, now_ms, floor, loss_of)
                 if got is not None:
+                    if not request.beyond_retention:
+                        # the report says only that something could go: the first will do
+                        self.group.beyond_available = True
+                        return
                     seq = len(cursors)
                     cursors[seq] = (ld.path, p)
                     heapq.heappush(heap, (got[0], seq, i, got[1], got[2]))
