@@ -725,7 +725,7 @@ class Kafka(KafkaVoice):
         now_ms: int,
     ) -> None:
         """A dry-run rescue of this half of the partitions, the child's half (``theirs``)
-        taken after it, in the scan's order (``parallel``); ``_Whole`` when they do not fit
+        taken among its own, in the scan's order (``parallel``); ``_Whole`` when they do not fit
         together."""
         if theirs.leftovers or set(theirs.halves) != {p.path for p in usable}:
             raise _Whole("the child's half does not fit")

@@ -16,10 +16,12 @@ the checkpoints taken from that first scan, not read again), and:
   (``plan --json``, ``plan --all``) has the child's half planned here on first use
   (``LogDirPlan.complete``).
 - a dry-run ``rescue`` that takes by the plan's order alone (no consumer progress, no guard,
-  nothing beyond the retention): the halves are split in the scan's order, the ``-delete``,
-  ``-stray`` and ``-future`` dirs all here; the child hands over each of its partitions'
-  deletions with the space they hold (``rescue.Half``), which this process takes after its
-  own. A real rescue deletes: it is one process.
+  nothing beyond the retention): the child takes partition dirs spread evenly over the
+  scan's order (every other one, by name: each half holds a like share of every topic, so
+  of its reads, ``lstat``s and deletions), the ``-delete``, ``-stray`` and ``-future`` dirs
+  all here; the child hands over each of its partitions' deletions with the space they hold
+  (``rescue.Half``), which this process takes in the scan's order, between its own. A real
+  rescue deletes: it is one process.
 
 The child writes nothing but its result (its stdout and stderr go to ``/dev/null``: it logs
 nothing). What both halves say of the whole store (its errors) must be the same. A child
@@ -47,6 +49,7 @@ MIN_PARTITIONS = 2000
 # the share of the partitions the child takes, so that both halves end together: plan's
 # child renders its part as this process does, which then only joins the texts; a rescue's
 # child measures what its deletions hold, which this process then selects and reports
+# (spread over the partitions: ``_spread``)
 PLAN_CHILD_SHARE = 0.51
 RESCUE_CHILD_SHARE = 0.50
 
@@ -111,6 +114,11 @@ def _listing(log_dirs: tuple[str, ...]) -> dict[str, RootListing] | None:
     return got
 
 
+def _spread(names: list[str], share: float) -> frozenset[str]:
+    """``share`` of ``names`` taken evenly along them (0.5: every other one)."""
+    return frozenset(n for i, n in enumerate(names) if int((i + 1) * share) > int(i * share))
+
+
 def _at(n: int, share: float) -> int:
     """Where the child's ``share`` of ``n`` sorted items starts (one of each at least)."""
     return min(n - 1, max(1, round(n * (1 - share))))
@@ -131,11 +139,13 @@ def split_for(log_dirs: tuple[str, ...], *, rescue: bool) -> Split | None:
         names = sorted(e for e, n in listed if n.special is None)
         if len(names) < 2 or not forked.allowed(len(names), MIN_PARTITIONS):
             return None
-        key = names[_at(len(names), RESCUE_CHILD_SHARE)]
+        theirs = _spread(names, RESCUE_CHILD_SHARE)
+        if not theirs or len(theirs) == len(names):
+            return None
         return Split(
             True,
-            lambda e, n: n.special is None and e >= key,
-            lambda e, n: n.special is not None or e < key,
+            lambda e, _n: e in theirs,
+            lambda e, _n: e not in theirs,
             topics,
             roots,
         )
