@@ -51,7 +51,7 @@ MIN_PARTITIONS = 2000
 # child measures what its deletions hold, which this process then selects and reports
 # (spread over the partitions: ``_spread``)
 PLAN_CHILD_SHARE = 0.51
-RESCUE_CHILD_SHARE = 0.50
+RESCUE_CHILD_SHARE = 0.49
 
 # how the last plan or rescue was made ("one process", "two processes", ...): for tests
 last_way = ""
