@@ -106,9 +106,8 @@ def _rescue(args: argparse.Namespace) -> int:
     if args.json:
         json.dump({**report.document, "held": list(report.held)}, sys.stdout, indent=2)
         print()
-    else:
-        for line in report.lines:
-            print(line)
+    elif report.lines:
+        sys.stdout.write("\n".join(report.lines) + "\n")  # one write: 20,000 lines and more
     if report.held:
         return EXIT_BROKER_RUNNING
     errors = result.plan.store_errors()
