@@ -9,7 +9,8 @@ in the first), and prints the kind's report; exit 9 when the target was not reac
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
 
@@ -27,12 +28,18 @@ class RescueRequest:
 @dataclass(frozen=True)
 class RescueReport:
     """What a rescue did (or, in a dry run, would do): the lines to print, whether every
-    filesystem reached its target, and the store directories another process held."""
+    filesystem reached its target, and the store directories another process held;
+    ``documented`` makes ``rescue --json``'s document (only that option asks for it)."""
 
     lines: tuple[str, ...] = ()
     reached: bool = False
     held: tuple[str, ...] = ()
-    document: dict[str, object] = field(default_factory=dict)  # ``rescue --json``
+    documented: Callable[[], dict[str, object]] | None = None
+
+    @property
+    def document(self) -> dict[str, object]:
+        """``rescue --json``'s document ({} when there is none)."""
+        return {} if self.documented is None else self.documented()
 
 
 @runtime_checkable

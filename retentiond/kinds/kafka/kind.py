@@ -242,8 +242,8 @@ class Kafka(KafkaVoice):
                 if locked and not executes:
                     self.locks[d].release()
                 # split: the root and the consumer offsets only; plan_round does the rest
-                owned = None if split is None else _NOTHING
-                dirs.append((scan_log_dir(d, owned, _PROGRESS_TOPICS), locked))
+                owned, root = (None, None) if split is None else (_NOTHING, split.roots.get(d))
+                dirs.append((scan_log_dir(d, owned, _PROGRESS_TOPICS, root=root), locked))
             except OSError as e:
                 self.last_dir_errors[d] = str(e)
                 errors.append(f"{d}: {e}")
@@ -399,12 +399,13 @@ class Kafka(KafkaVoice):
         self, snapshot: KafkaSnapshot, owned: Callable[[str, fm.PartitionDirName], bool] | None
     ) -> KafkaSnapshot:
         """``snapshot``'s log dirs scanned again, their partition dirs that ``owned`` accepts
-        (None: all of them)."""
+        (None: all of them); their roots' listings and checkpoints as ``snapshot`` read
+        them."""
         dirs = []
         errors = list(snapshot.errors)
         for ld, locked in snapshot.log_dirs:
             try:
-                dirs.append((scan_log_dir(ld.path, owned, _PROGRESS_TOPICS), locked))
+                dirs.append((scan_log_dir(ld.path, owned, _PROGRESS_TOPICS, like=ld), locked))
             except OSError as e:
                 self.last_dir_errors[ld.path] = str(e)
                 errors.append(f"{ld.path}: {e}")
@@ -651,7 +652,7 @@ class Kafka(KafkaVoice):
             return RescueReport(lines, False, tuple(held))
         assert selection is not None
         lines2, reached = report_lines(selection, request, dry_run=dry_run)
-        doc = document(selection, request, dry_run=dry_run)
+        doc = functools.partial(document, selection, request, dry_run=dry_run)
         return RescueReport(tuple(lines2), reached, (), doc)
 
     def _rescue(
@@ -724,7 +725,7 @@ class Kafka(KafkaVoice):
         now_ms: int,
     ) -> None:
         """A dry-run rescue of this half of the partitions, the child's half (``theirs``)
-        taken after it, in the scan's order (``parallel``); ``_Whole`` when they do not fit
+        taken among its own, in the scan's order (``parallel``); ``_Whole`` when they do not fit
         together."""
         if theirs.leftovers or set(theirs.halves) != {p.path for p in usable}:
             raise _Whole("the child's half does not fit")

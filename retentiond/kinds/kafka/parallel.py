@@ -4,9 +4,11 @@ half, then joined.
 
 Only inside a one-off command (``forked.one_off``: ``plan``, ``rescue``), never in the
 daemon, and only for a store of ``MIN_PARTITIONS`` or more on two CPUs or more
-(``forked.allowed``). ``Kafka.scan`` decides (``split_for``) and then lists only each log
-dir's root and its ``__consumer_offsets`` partitions (so both halves know the same consumer
-progress); ``Kafka.plan_round`` forks, each process scans and plans its half, and:
+(``forked.allowed``). ``Kafka.scan`` decides (``split_for``, from each log dir's root
+listing, made once: ``Split.roots``) and then scans only its ``__consumer_offsets``
+partitions and reads its checkpoints (so both halves know the same consumer progress);
+``Kafka.plan_round`` forks, each process scans and plans its half (the root listing and
+the checkpoints taken from that first scan, not read again), and:
 
 - ``plan``: the halves are split in the order the text lists the partitions; the child
   renders its part of ``plan``'s text (``report.plan_text``), which ``render_plan`` joins
@@ -14,10 +16,12 @@ progress); ``Kafka.plan_round`` forks, each process scans and plans its half, an
   (``plan --json``, ``plan --all``) has the child's half planned here on first use
   (``LogDirPlan.complete``).
 - a dry-run ``rescue`` that takes by the plan's order alone (no consumer progress, no guard,
-  nothing beyond the retention): the halves are split in the scan's order, the ``-delete``,
-  ``-stray`` and ``-future`` dirs all here; the child hands over each of its partitions'
-  deletions with the space they hold (``rescue.Half``), which this process takes after its
-  own. A real rescue deletes: it is one process.
+  nothing beyond the retention): the child takes partition dirs spread evenly over the
+  scan's order (every other one, by name: each half holds a like share of every topic, so
+  of its reads, ``lstat``s and deletions), the ``-delete``, ``-stray`` and ``-future`` dirs
+  all here; the child hands over each of its partitions' deletions with the space they hold
+  (``rescue.Half``), which this process takes in the scan's order, between its own. A real
+  rescue deletes: it is one process.
 
 The child writes nothing but its result (its stdout and stderr go to ``/dev/null``: it logs
 nothing). What both halves say of the whole store (its errors) must be the same. A child
@@ -29,7 +33,7 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 from retentiond.engine import forked
@@ -37,6 +41,7 @@ from retentiond.kinds.kafka import formats as fm
 from retentiond.kinds.kafka.offsets import TOPIC as OFFSETS_TOPIC
 from retentiond.kinds.kafka.report import PlanText
 from retentiond.kinds.kafka.rescue import Half
+from retentiond.kinds.kafka.scan import RootListing, list_log_dir
 from retentiond.kinds.kafka.storecheck import log_dir_problem
 
 # below this many partitions one process is as fast
@@ -44,8 +49,9 @@ MIN_PARTITIONS = 2000
 # the share of the partitions the child takes, so that both halves end together: plan's
 # child renders its part as this process does, which then only joins the texts; a rescue's
 # child measures what its deletions hold, which this process then selects and reports
+# (spread over the partitions: ``_spread``)
 PLAN_CHILD_SHARE = 0.51
-RESCUE_CHILD_SHARE = 0.50
+RESCUE_CHILD_SHARE = 0.49
 
 # how the last plan or rescue was made ("one process", "two processes", ...): for tests
 last_way = ""
@@ -63,6 +69,7 @@ class Split:
     child: Owned
     parent: Owned
     topics: frozenset[str]  # every topic with a partition dir
+    roots: Mapping[str, RootListing]  # each usable log dir's listing, which the scans reuse
 
 
 @dataclass
@@ -93,23 +100,23 @@ def way(how: str) -> None:
     last_way = how
 
 
-def _listing(log_dirs: tuple[str, ...]) -> list[tuple[str, fm.PartitionDirName]] | None:
-    """Every partition dir (entry name, parsed name) of the usable log dirs; None when one
-    cannot be listed (one process then says why)."""
-    got = []
+def _listing(log_dirs: tuple[str, ...]) -> dict[str, RootListing] | None:
+    """The listing of each usable log dir (its partition dirs: ``Split.roots``); None when
+    one cannot be listed (one process then says why)."""
+    got = {}
     for d in log_dirs:
         if log_dir_problem(d) is not None:
             continue
         try:
-            with os.scandir(d) as it:
-                names = [e.name for e in it]
+            got[d] = list_log_dir(d)
         except OSError:
             return None
-        for n in names:
-            parsed = fm.parse_partition_dir_name(n)
-            if parsed is not None:
-                got.append((n, parsed))
     return got
+
+
+def _spread(names: list[str], share: float) -> frozenset[str]:
+    """``share`` of ``names`` taken evenly along them (0.5: every other one)."""
+    return frozenset(n for i, n in enumerate(names) if int((i + 1) * share) > int(i * share))
 
 
 def _at(n: int, share: float) -> int:
@@ -121,9 +128,10 @@ def split_for(log_dirs: tuple[str, ...], *, rescue: bool) -> Split | None:
     """How to split the store between two processes; None for one."""
     if not forked.allowed(2, 2):  # not a one-off command, or one CPU: list nothing
         return None
-    listed = _listing(log_dirs)
-    if listed is None:
+    roots = _listing(log_dirs)
+    if roots is None:
         return None
+    listed = [d for r in roots.values() for d in r.dirs]
     topics = frozenset(n.topic for _e, n in listed)
     if rescue:
         if OFFSETS_TOPIC in topics:
@@ -131,12 +139,15 @@ def split_for(log_dirs: tuple[str, ...], *, rescue: bool) -> Split | None:
         names = sorted(e for e, n in listed if n.special is None)
         if len(names) < 2 or not forked.allowed(len(names), MIN_PARTITIONS):
             return None
-        key = names[_at(len(names), RESCUE_CHILD_SHARE)]
+        theirs = _spread(names, RESCUE_CHILD_SHARE)
+        if not theirs or len(theirs) == len(names):
+            return None
         return Split(
             True,
-            lambda e, n: n.special is None and e >= key,
-            lambda e, n: n.special is not None or e < key,
+            lambda e, _n: e in theirs,
+            lambda e, _n: e not in theirs,
             topics,
+            roots,
         )
     if forked.whole_plan():
         return None  # plan --json, --all: made from the whole plan, which the child keeps
@@ -151,6 +162,7 @@ def split_for(log_dirs: tuple[str, ...], *, rescue: bool) -> Split | None:
         lambda _e, n: (n.topic, n.partition) >= at,
         lambda _e, n: (n.topic, n.partition) < at,
         topics,
+        roots,
     )
 
 

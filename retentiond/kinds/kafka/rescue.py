@@ -198,9 +198,11 @@ Compact = tuple[str, str, int, int, int, int, int, int, str, int, str | None, in
 class Half:
     """What a rescue needs of partitions another process planned (``parallel``), for a
     rescue that takes by the plan's order alone (no consumer progress, no guard, nothing
-    beyond the retention): per partition, in the scan's order, the segments its plan hands
-    over; and whether one of them has a segment beyond its retention that could go."""
+    beyond the retention): per partition, in the scan's order, its dir's path and the
+    segments its plan hands over; and whether one of them has a segment beyond its
+    retention that could go."""
 
+    paths: list[str]
     partitions: list[list[Compact]]
     beyond: bool
 
@@ -251,12 +253,14 @@ def half_of(
     """``ld``'s partitions as another process's rescue takes them (``Half``)."""
     floor = server.rescue_min_retention_ms
     beyond = False
+    paths = []
     parts = []
     for p in ld.partitions:
+        paths.append(p.partition.path)
         parts.append([compact(p, d) for d in p.deletions])
         if not beyond and p.roll_offset is None and _eligible_beyond(p, server, config_for):
             beyond = _beyond_candidate(p, len(p.deletions), now_ms, floor, None) is not None
-    return Half(parts, beyond)
+    return Half(paths, parts, beyond)
 
 
 def _eligible_beyond(
@@ -391,7 +395,7 @@ class _Taking:
     taken: dict[int, list[Decision]] = field(default_factory=dict)  # id(plan) → its prefix
     plans: dict[int, tuple[str, PartitionPlan]] = field(default_factory=dict)
     kept: set[int] = field(default_factory=set)  # partitions the guard stopped, once each
-    # per log dir, the partitions another process planned, after this one's (``Half``)
+    # per log dir, the partitions another process planned, among this one's (``Half``)
     halves: Mapping[str, Half] = field(default_factory=dict)
     known: Mapping[str, int] = field(default_factory=dict)  # a .log's path → its space
 
@@ -430,18 +434,24 @@ class _Taking:
                     self.kept.add(id(p))  # the round's plan kept it already (keep_unconsumed)
         if loss_of is None:  # no progress: partition by partition, in the plan's order
             for ld in lds:
+                # another process's partitions (``Half``) go where the scan lists them
+                half = self.halves.get(ld.path)
+                theirs = (
+                    zip(half.paths, half.partitions, strict=True) if half is not None else iter(())
+                )
+                there = next(theirs, None)
                 for p in ld.partitions:
+                    here = p.partition.path
+                    while there is not None and there[0] < here:
+                        self._take_compact(there[1])
+                        there = next(theirs, None)
                     for d in p.deletions:
                         if self.enough() or self._guarded(p, d):
                             break
                         self.take(STEP_RETENTION, ld.path, p, d)
-                half = self.halves.get(ld.path)
-                for segments in half.partitions if half is not None else ():
-                    for c in segments:
-                        if self.enough():
-                            break
-                        self.group.items.append(Item(STEP_RETENTION, _decision(c), c[-1]))
-                        self.freed += c[-1]
+                while there is not None:
+                    self._take_compact(there[1])
+                    there = next(theirs, None)
             return
         assert not self.halves, "another process's partitions only in the plan's order"
         # first what loses nothing: each prefix up to its first segment holding records a
@@ -476,6 +486,14 @@ class _Taking:
                 key = _retention_key(p, i + 1, _retention_loss(p, d, loss_of))
                 heapq.heappush(rest, (key, seq, i + 1, d))
 
+    def _take_compact(self, segments: list[Compact]) -> None:
+        """Step 2 of a partition another process planned (``Half``)."""
+        for c in segments:
+            if self.enough():
+                break
+            self.group.items.append(Item(STEP_RETENTION, _decision(c), c[-1]))
+            self.freed += c[-1]
+
     def _guarded(self, p: PartitionPlan, d: Decision) -> bool:
         return d.reason in GUARDED_REASONS and self.kept_by_guard(p, d)
 
@@ -504,6 +522,10 @@ class _Taking:
                     continue  # the guard stopped its prefix within the retention
                 got = _beyond_candidate(p, i, now_ms, floor, loss_of)
                 if got is not None:
+                    if not request.beyond_retention:
+                        # the report says only that something could go: the first will do
+                        self.group.beyond_available = True
+                        return
                     seq = len(cursors)
                     cursors[seq] = (ld.path, p)
                     heapq.heappush(heap, (got[0], seq, i, got[1], got[2]))
@@ -536,7 +558,7 @@ def select(
 ) -> Selection:
     """What the rescue takes, per filesystem, in the order of the steps; ``guard``: what
     ``retentiond.guard.unconsumed: keep`` keeps, unless disk safety says so. ``halves``:
-    per log dir, the partitions another process planned, which follow ``planned``'s in the
+    per log dir, the partitions another process planned, taken among ``planned``'s in the
     scan's order (only without ``loss_of``, ``guard`` or ``beyond_retention``: what is
     taken from them is in the selection's items, and carried out by nobody: a dry run).
     ``known``: the space of segments' files already measured, by ``.log`` path."""

@@ -458,6 +458,10 @@ class LogDirSnapshot:
     # scanned only to be read (the consumer offsets), not planned here: a scan of part of
     # the partitions (``scan_log_dir``'s ``owned``) leaves the others to another process
     extra: tuple[Partition, ...] = ()
+    # the root's listing and checkpoints as this scan read them: a scan of another part of
+    # the partitions (``scan_log_dir``'s ``like``) takes them from here
+    root: RootListing | None = field(default=None, compare=False, repr=False)
+    checkpoint_errors: tuple[str, ...] = field(default=(), compare=False, repr=False)
 
     @cached_property
     def foreign(self) -> tuple[tuple[str, str], ...]:
@@ -580,10 +584,54 @@ _IS_SYMLINK = os.DirEntry.is_symlink
 _IS_FILE = os.DirEntry.is_file
 
 
+@dataclass(frozen=True)
+class RootListing:
+    """A log dir's own listing: its partition dirs (entry name, parsed name) in name order,
+    and what else it holds that is no Kafka file."""
+
+    path: str
+    dirs: tuple[tuple[str, fm.PartitionDirName], ...]
+    foreign: tuple[tuple[str, str], ...]
+
+
+def list_log_dir(path: str) -> RootListing:
+    """The log dir's own entries: partition dirs (including ``-delete``/``-future``/
+    ``-stray`` and ``__cluster_metadata-0``) and what is foreign (a symlink, never followed;
+    a dir not named as a partition; a file that is no Kafka log dir file)."""
+    foreign: list[tuple[str, str]] = []
+    dirs: list[tuple[str, fm.PartitionDirName]] = []
+    st = os.stat(path)  # the configured dir may itself be a symlink; nothing below it may
+    if not stat.S_ISDIR(st.st_mode):
+        raise NotADirectoryError(f"{path}: not a directory")
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        with os.scandir(fd) as it:
+            entries = sorted(it, key=_entry_name)
+    finally:
+        os.close(fd)
+    stem = os.path.join(path, "")
+    for e in entries:
+        if e.is_symlink():
+            foreign.append((stem + e.name, "symlink (never followed)"))
+            continue
+        if e.is_dir(follow_symlinks=False):
+            name = fm.parse_partition_dir_name(e.name)
+            if name is None:
+                foreign.append((stem + e.name, "directory not named <topic>-<partition>"))
+            else:
+                dirs.append((e.name, name))
+        elif not (e.name in _ROOT_FILES or e.name.endswith((".tmp", ".checkpoint"))):
+            foreign.append((stem + e.name, "not a Kafka log dir file"))
+    return RootListing(path, tuple(dirs), tuple(foreign))
+
+
 def scan_log_dir(
     path: str,
     owned: Callable[[str, fm.PartitionDirName], bool] | None = None,
     extra_topics: frozenset[str] = frozenset(),
+    *,
+    root: RootListing | None = None,
+    like: LogDirSnapshot | None = None,
 ) -> LogDirSnapshot:
     """A log dir → snapshot. Partition dirs (including ``-delete``/``-future``/``-stray`` and
     ``__cluster_metadata-0``, which the policy leaves alone with a reason) are listed; anything
@@ -591,54 +639,55 @@ def scan_log_dir(
 
     ``owned``: only the partition dirs it accepts (by entry name and parsed name) are
     listed (another process takes the rest); those of ``extra_topics`` it does not accept
-    are listed too, into ``extra``."""
+    are listed too, into ``extra``. ``root``: the log dir's own listing, already made;
+    ``like``: an earlier scan of the same log dir (of other partitions), whose root listing
+    and checkpoints this one takes instead of reading them again."""
     errors: list[str] = []
-    foreign: list[tuple[str, str]] = []
     partitions: list[Partition] = []
     extra: list[Partition] = []
-    st = os.stat(path)  # the configured dir may itself be a symlink; nothing below it may
-    if not stat.S_ISDIR(st.st_mode):
-        raise NotADirectoryError(f"{path}: not a directory")
+    if like is not None and like.root is not None:
+        root = like.root
+    else:
+        like = None
+    if root is None:
+        root = list_log_dir(path)
     root_fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
     stem = os.path.join(path, "")
     try:
-        with os.scandir(root_fd) as it:
-            entries = sorted(it, key=_entry_name)
-        for e in entries:
-            full = stem + e.name
-            if e.is_symlink():
-                foreign.append((full, "symlink (never followed)"))
-                continue
-            if e.is_dir(follow_symlinks=False):
-                name = fm.parse_partition_dir_name(e.name)
-                if name is None:
-                    foreign.append((full, "directory not named <topic>-<partition>"))
+        for entry, name in root.dirs:
+            into = partitions
+            if owned is not None and not owned(entry, name):
+                if name.topic not in extra_topics:
                     continue
-                into = partitions
-                if owned is not None and not owned(e.name, name):
-                    if name.topic not in extra_topics:
-                        continue
-                    into = extra
-                try:
-                    into.append(_scan_partition(full, name, root_fd))
-                except OSError as err:
-                    if into is partitions:  # the process that owns it says so
-                        errors.append(f"{full}: {err}")
-            elif e.name in _ROOT_FILES or e.name.endswith((".tmp", ".checkpoint")):
-                continue
-            else:
-                foreign.append((full, "not a Kafka log dir file"))
+                into = extra
+            full = stem + entry
+            try:
+                into.append(_scan_partition(full, name, root_fd))
+            except OSError as err:
+                if into is partitions:  # the process that owns it says so
+                    errors.append(f"{full}: {err}")
     finally:
         os.close(root_fd)
+    if like is not None:
+        hw, lso, rp = like.high_watermarks, like.log_start_offsets, like.recovery_points
+        read_errors = like.checkpoint_errors
+    else:
+        got: list[str] = []
+        hw = _checkpoint(os.path.join(path, fm.REPLICATION_CHECKPOINT), got)
+        lso = _checkpoint(os.path.join(path, fm.LOG_START_CHECKPOINT), got)
+        rp = _checkpoint(os.path.join(path, fm.RECOVERY_CHECKPOINT), got)
+        read_errors = tuple(got)
     return LogDirSnapshot(
         path=path,
         partitions=tuple(partitions),
-        high_watermarks=_checkpoint(os.path.join(path, fm.REPLICATION_CHECKPOINT), errors),
-        log_start_offsets=_checkpoint(os.path.join(path, fm.LOG_START_CHECKPOINT), errors),
-        recovery_points=_checkpoint(os.path.join(path, fm.RECOVERY_CHECKPOINT), errors),
-        root_foreign=tuple(foreign),
-        errors=tuple(errors),
+        high_watermarks=hw,
+        log_start_offsets=lso,
+        recovery_points=rp,
+        root_foreign=root.foreign,
+        errors=(*errors, *read_errors),
         extra=tuple(extra),
+        root=root,
+        checkpoint_errors=read_errors,
     )
 
 

@@ -303,3 +303,13 @@ def test_two_log_dirs_each_split(tmpfs: Tmpfs) -> None:
         one = _rescue(props, now, request, split=False)
         assert _rescue(props, now, request, split=True) == one
         assert parallel.last_way == "two processes"
+
+
+def test_a_rescue_child_takes_partitions_spread_over_the_scan() -> None:
+    """The child's share of a rescue is taken evenly along the partition dirs' names, so
+    that each half holds a like share of every topic (of its reads and deletions)."""
+    names = [f"t-{i:02d}" for i in range(12)]
+    assert sorted(parallel._spread(names, 0.5)) == names[1::2]
+    assert len(parallel._spread(names, 0.25)) == 3
+    assert len(parallel._spread(names, 0.75)) == 9
+    assert not parallel._spread(names[:1], 0.5)

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from retentiond.engine.cleaner import Cleaner
 from retentiond.engine.disk import PathUsage, ratio_from_counts
-from retentiond.engine.rescue import RescueRequest
+from retentiond.engine.rescue import RescueRequest, Rescues
 from retentiond.kinds import kind_for, load_settings
 from retentiond.kinds.kafka.rescue import needed_bytes, order_key
 from retentiond.storegen.kafka import (
@@ -87,3 +87,37 @@ def test_equal_timestamps_go_in_scan_order(tmp_path: Path) -> None:
     # base offset first (each partition's prefix, the oldest first), then the scan's order
     key = {p: (Path(p).name, Path(p).parent.name) for p in beyond}
     assert beyond == sorted(beyond, key=lambda p: key[p])
+
+
+def _short_report(tmp_path: Path, **props: str) -> str:
+    """The last line of each filesystem of a dry-run rescue that the configured retention
+    cannot satisfy, without ``--beyond-retention``."""
+    spec = KafkaStoreSpec(topics={"orders": 3}, overrides={}, future_topic=None)
+    spec = replace(spec, distinct_partitions=1)
+    store = generate_kafka_store(tmp_path / "logs", spec)
+    config = write_server_properties(tmp_path / "server.properties", [store.log_dir], **props)
+    kind = kind_for(load_settings(str(config)))
+    assert isinstance(kind, Rescues)
+    kind.begin_rescue(RescueRequest(free_bytes=1 << 60))
+    Cleaner(kind, clock_ms=lambda: spec.now_ms, announce_proc_view=False).run_round(dry_run=True)
+    report = kind.rescue_report()
+    assert not report.reached
+    (last,) = [line for line in report.lines if line.startswith("  target NOT reached")]
+    return last
+
+
+def test_a_short_rescue_says_whether_going_beyond_the_retention_could_free_more(
+    tmp_path: Path,
+) -> None:
+    """Short of its target after the configured retention, a rescue says whether
+    ``--beyond-retention`` would find segments past it (here: every partition has some
+    older than the floor), or that it stopped (a floor longer than the data's age)."""
+    more = _short_report(tmp_path / "a")
+    assert more.endswith(
+        "; stopped after the configured retention: --beyond-retention would take the "
+        "oldest segments past it"
+    )
+    none = _short_report(
+        tmp_path / "b", **{"retentiond.kafka.rescue.minRetentionMs": str(1000 * 86_400_000)}
+    )
+    assert none.endswith("; stopped after the configured retention")

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from retentiond.kinds.kafka import formats as fm
-from retentiond.kinds.kafka.scan import _log_prefixes, scan_log_dir, scan_partition
+from retentiond.kinds.kafka.scan import _log_prefixes, list_log_dir, scan_log_dir, scan_partition
 from tests.kinds.kafka.kafkalog import KafkaLog, R, v1_message, v2_batch
 
 NOW = 1_700_000_000_000
@@ -230,3 +230,45 @@ def test_a_large_segment_is_read_in_windows_with_the_same_summary(tmp_path: Path
     part, _ = scan_partition(str(d), fm.parse_partition_dir_name(d.name))  # type: ignore[arg-type]
     assert part.segments[0].summary == folded(data)
     assert part.segments[0].summary.next_offset == offset
+
+
+def test_a_scan_reusing_the_root_listing_sees_what_a_fresh_scan_sees(tmp_path: Path) -> None:
+    """A scan of part of the partitions that takes the root listing (``root=``) or the root
+    listing and the checkpoints of an earlier scan (``like=``) finds the same partitions,
+    foreign entries, checkpoints and errors as one that lists and reads them itself."""
+    logs = tmp_path / "logs"
+    for topic in ("a", "b", "c"):
+        for n in range(2):
+            log = KafkaLog(logs, topic=topic, partition=n, segment_bytes=5 * R)
+            log.append_records(12, NOW)
+            log.write(hw=12)
+    (logs / "stray.txt").write_text("x")
+    (logs / "not-a-partition").mkdir()
+    (logs / "c-9").symlink_to(logs / "c-0")
+    (logs / fm.RECOVERY_CHECKPOINT).write_text("garbage\n")  # an error, the same in each
+    path = str(logs)
+    root = list_log_dir(path)
+    assert [e for e, _n in root.dirs] == ["a-0", "a-1", "b-0", "b-1", "c-0", "c-1"]
+
+    def owned(entry: str, _name: fm.PartitionDirName) -> bool:
+        return entry >= "b-1"
+
+    first = scan_log_dir(path, lambda _e, _n: False, frozenset({"a"}), root=root)
+    assert [p.path for p in first.extra] == [f"{path}/a-0", f"{path}/a-1"]
+    fresh = scan_log_dir(path, owned, frozenset({"a"}))
+    for got in (scan_log_dir(path, owned, frozenset({"a"}), like=first), first, fresh):
+        assert got.root_foreign == fresh.root_foreign
+        assert got.errors == fresh.errors and any(fm.RECOVERY_CHECKPOINT in e for e in got.errors)
+        assert got.high_watermarks == fresh.high_watermarks
+        assert got.log_start_offsets == fresh.log_start_offsets
+        assert got.recovery_points == fresh.recovery_points is None
+    again = scan_log_dir(path, owned, frozenset({"a"}), like=first)
+    assert [p.path for p in again.partitions] == [p.path for p in fresh.partitions]
+    assert [p.bases for p in again.partitions] == [p.bases for p in fresh.partitions]
+    assert [p.path for p in again.extra] == [p.path for p in fresh.extra]
+    assert again.foreign == fresh.foreign
+    assert {f for f, _why in fresh.root_foreign} == {
+        f"{path}/stray.txt",
+        f"{path}/not-a-partition",
+        f"{path}/c-9",
+    }
