@@ -25,6 +25,7 @@ def main(argv: list[str] | None = None) -> int:
         _return_large_blocks()
     parser = build_parser(argv)  # only the named command's group is imported
     args = parser.parse_args(argv)
+    args.process_entry = entry  # a command may leave the process to end without teardown
     fmt = args.log_format
     configure(json=None if fmt == "auto" else fmt == "json", level=args.log_level)
     try:

@@ -87,3 +87,16 @@ def open_journal(settings: Settings[StoreSection]) -> Journal:
     except OSError as exc:
         print(f"error: journal directory {directory}: {exc}; nothing was deleted", file=sys.stderr)
         raise SystemExit(EXIT_JOURNAL) from None
+
+
+def collector_back(args: object, collecting: bool) -> None:
+    """After a one-off command that ran without the cyclic collector: turn it back on, unless
+    the process ends right away without freeing what it built (``cli.main`` set
+    ``process_entry`` and the command ``exit_without_teardown``). Turned on, its first full
+    pass would walk every object of the round (a large store's plan: millions) to free
+    nothing, just before the exit that drops them all."""
+    import gc
+
+    ending = getattr(args, "process_entry", False) and getattr(args, "exit_without_teardown", None)
+    if collecting and not ending:
+        gc.enable()

@@ -20,6 +20,7 @@ from retentiond.commands.common import (
     EXIT_STORE,
     EXIT_TARGET_MISSED,
     EXIT_USAGE,
+    collector_back,
     load_settings_or_exit,
     open_journal,
 )
@@ -58,8 +59,7 @@ def cmd_rescue(args: argparse.Namespace) -> int:
     try:
         return _rescue(args)
     finally:
-        if collecting:  # main() called in-process (tests): leave the collector as it was
-            gc.enable()
+        collector_back(args, collecting)  # as it was, unless the process ends now
 
 
 def _rescue(args: argparse.Namespace) -> int:

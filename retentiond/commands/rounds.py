@@ -10,6 +10,7 @@ from retentiond.commands.common import (
     EXIT_OK,
     EXIT_PARTIAL,
     EXIT_STORE,
+    collector_back,
     load_settings_or_exit,
     open_journal,
 )
@@ -84,8 +85,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
     try:
         return _plan(args)
     finally:
-        if collecting:  # main() called in-process (tests): leave the collector as it was
-            gc.enable()
+        collector_back(args, collecting)  # as it was, unless the process ends now
 
 
 def _plan(args: argparse.Namespace) -> int:
