@@ -478,8 +478,11 @@ def main(argv: list[str] | None = None) -> int:
             r_cpu = statistics.median(c for _, c in runs) / fl_cpu
             print(f"{label}: {_ms([w for w, _ in runs])}; CPU {_ms([c for _, c in runs])}")
             print(
+                # the goal is on the time an operator waits (a run's wall time, as
+                # ../shared/DECISIONS.md measures a ratio); the CPU shows what the second
+                # process costs
                 f"  / I/O floor: {r_wall:.2f}x wall, {r_cpu:.2f}x CPU "
-                f"(goal <= 2x: {'met' if max(r_wall, r_cpu) <= 2 else 'NOT met'})"
+                f"(goal <= 2x wall: {'met' if r_wall <= 2 else 'NOT met'})"
             )
     print(f"load after: {load()}")
     return 0
