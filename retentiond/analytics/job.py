@@ -38,6 +38,7 @@ from retentiond.analytics.schema import (
     READ_TYPES,
     SUPPORTED_SCHEMA_VERSION,
 )
+from retentiond.journal.ship import FAMILY_DIR, MIXED_DIR
 
 # Exit codes of the README's table (retentiond.commands.common, which this module, below the
 # commands, does not import).
@@ -55,12 +56,6 @@ TABLES = (
     "rescue",
     "fleet_summary",
 )
-# The shipped layouts (retentiond/journal/ship.py): 1 is a directory per record type,
-# ``<input>/<type>/dt=/cluster=/broker=/``; 2 keeps every type of a segment's day in one file,
-# ``<input>/v2/dt=/cluster=/broker=/``; 3 each family of types (schema.FAMILIES) in its own,
-# ``<input>/v3/<family>/dt=/cluster=/broker=/``. The job reads them all, side by side.
-MIXED_DIR = "v2"
-LAYOUT3_DIR = "v3"
 TOP_OFFENDERS = 20
 
 FLEET_SCHEMA = StructType(
@@ -316,6 +311,9 @@ def read_family(
     round summaries) of every shipped layout, with the fields its tables use (the JSON
     parser skips the rest); and the files read per layout.
 
+    The shipped layouts (``journal.ship``): 1, a directory per record type
+    (``<input>/<type>/dt=/cluster=/broker=/``); 2, every type of a segment's day in one file
+    (``<input>/v2/dt=/...``); 3, each family in its own (``<input>/v3/<family>/dt=/...``).
     Layout 3 ships each family of a segment's day in its own file, layout 1 each type, so
     each family's frame reads only its own files. Layout 2's files hold every type: both
     families read them, each keeping its own types; the rounds also keep the lines that are
@@ -325,7 +323,7 @@ def read_family(
     types = FAMILIES[family]
     t = F.col("type")
     frames, files = [], {}
-    df = _read_json(spark, f"{base}/{LAYOUT3_DIR}/{family}", schema)
+    df = _read_json(spark, f"{base}/{FAMILY_DIR}/{family}", schema)
     if df is not None:
         frames.append(_conform(df, schema, 3, family))
         files["3"] = len(df.inputFiles())
@@ -356,11 +354,10 @@ def read_family(
 def _why(family: str) -> Column:
     """Why a record of ``family``'s frame is not used (null: it is)."""
     t, place = F.col("type"), F.col("dir_type")
-    where_it_belongs = (
-        F.when(place == "deletions", t == "deletion")
-        .when(place == "rounds", t.isin(*FAMILIES["rounds"]))
-        .otherwise(place == t)
-    )
+    # layout 3's place is a family, layout 1's a type
+    where_it_belongs = place == t
+    for name, types in FAMILIES.items():
+        where_it_belongs = F.when(place == name, t.isin(*types)).otherwise(where_it_belongs)
     why = (
         F.when(t.isNull(), F.lit("unreadable lines (not JSON, or not a journal record)"))
         .when(
@@ -401,14 +398,10 @@ def _used(frame: DataFrame) -> DataFrame:
     return frame.where(F.col("why").isNull()).drop("type", "schema_version", "why")
 
 
-def read_records(spark: SparkSession, root: str, since: str | None = None) -> DataFrame:
-    """Every record the tables use, of any layout, flat (``tables.flatten``'s columns: the
-    deletions and the rounds in one frame)."""
-    deletions, _ = read_deletions(spark, root, since)
-    rounds, _ = read_family(spark, root, "rounds", since)
-    rounds = tables.flatten_rounds(rounds).withColumn("why", _why("rounds")).drop("dir_type")
-    both = deletions.unionByName(rounds, allowMissingColumns=True)
-    return both.where(F.col("why").isNull()).drop("why")
+def used_deletions(frame: DataFrame) -> DataFrame:
+    """Of the deletions' frame (``read_deletions``), the deletions that happened (not dry
+    runs, nor records the job does not use), with only the columns the tables read."""
+    return _used(frame).select("dt", *tables.KEY, *tables.DELETION_COLUMNS)
 
 
 def _inputs(
@@ -510,7 +503,7 @@ def analyze(
     inputs = _inputs(read, input_root, since, files)
     mark = _Stopwatch(started)
     steps = {"read, parse and cache the records": mark()}
-    deletions = _used(read[0]).select("dt", *tables.KEY, *tables.DELETION_COLUMNS)
+    deletions = used_deletions(read[0])
     prepared = _used(read[1])
     as_of = inputs.last_dt
     if as_of is None:

@@ -19,6 +19,8 @@ from pyspark.sql.types import (
     StructType,
 )
 
+from retentiond.journal.ship import family_of
+
 # Records of every version up to this one are read (docs/journal.md, "Versioning"): 2 added
 # the keep reason unlink_refused; 3 the deletion's `loss`; 4 changed only plans and the kept
 # files' reasons, so its records read as version 3's; 5 the Kafka partition_dir file kind and
@@ -257,7 +259,7 @@ _READ_ROUNDS = {
     "thresholds": {"warning_level_ratio": True},
 }
 
-#: What the tables read of each record type (``job.read_records``); the rest is never parsed.
+#: What the tables read of each record type (``job.read_family``); the rest is never parsed.
 READ_SCHEMAS = {
     "deletion": prune(
         DELETION,
@@ -302,14 +304,14 @@ READ_SCHEMAS = {
 #: Record types the job reads, in the order of ``READ_SCHEMAS``.
 READ_TYPES = tuple(READ_SCHEMAS)
 
-#: A file of the mixed layout (layout 2: every record type of a segment's day in one file),
-#: read once with every field any table uses.
-READ_MIXED = merge(*READ_SCHEMAS.values())
-
-#: The two families of records the tables read, each read apart into its own frame: a
-#: deletion (the per-deletion tables) and the rounds (each broker's rounds in time order).
-#: Layout 3 ships each family of a segment's day in its own file (``v3/<family>/``).
-FAMILIES = {"deletions": ("deletion",), "rounds": ("round", "round_summary")}
+#: The two families of records the tables read, each read apart into its own frame: the
+#: deletions (the per-deletion tables) and the rounds (each broker's rounds in time order),
+#: as layout 3 ships them (``journal.ship.family_of``: ``v3/<family>/``), with the types of
+#: each that the job reads.
+FAMILIES = {
+    family: tuple(t for t in READ_TYPES if family_of(t) == family)
+    for family in ("deletions", "rounds")
+}
 READ_DELETIONS = READ_SCHEMAS["deletion"]
 READ_ROUNDS = merge(READ_SCHEMAS["round"], READ_SCHEMAS["round_summary"])
 FAMILY_SCHEMAS = {"deletions": READ_DELETIONS, "rounds": READ_ROUNDS}

@@ -139,21 +139,6 @@ def flatten_rounds(records: DataFrame) -> DataFrame:
     return records.select(*COMMON_COLUMNS, *_round_columns())
 
 
-def flatten(records: DataFrame) -> DataFrame:
-    """Records of every type (``schema.READ_MIXED``'s columns) as the flat columns of both
-    ``flatten_deletions`` and ``flatten_rounds``, in one projection; columns that do not
-    apply to a record's type are null."""
-    # file_reserved_time_hours, the deletions' last column, is one of the rounds' too
-    return records.select(*COMMON_COLUMNS, *_deletion_columns()[:-1], *_round_columns())
-
-
-def real_deletions(flat: DataFrame) -> DataFrame:
-    """Deletions that happened (not dry runs), with only the columns the tables use."""
-    return flat.where(
-        (F.col("type") == "deletion") & ~F.coalesce(F.col("dry_run"), F.lit(False))
-    ).select("dt", *KEY, *DELETION_COLUMNS)
-
-
 def daily_reclaim(d: DataFrame) -> DataFrame:
     """Files and bytes reclaimed per day, broker, kind and reason."""
     return d.groupBy("dt", *KEY, "kind", "reason").agg(
@@ -247,8 +232,8 @@ def prepare_rounds(
     flat: DataFrame, extra: Sequence[str] = (), apart: Sequence[str] = ()
 ) -> DataFrame:
     """One row per ``round`` record or ``round_summary`` (a run of folded idle rounds) of
-    ``flat`` (``flatten_rounds``: rows of no other type), with
-    what the daily tables aggregate (``flatten``): round count, ratio figures, state, time.
+    ``flat`` (``flatten_rounds``: rows of no other type), with what the daily tables
+    aggregate: round count, ratio figures, state, time.
 
     A round stands for the time until the broker's next round, capped at twice the configured
     interval (a stopped daemon is not "time above a threshold"); the last round for one

@@ -6,7 +6,10 @@ the entry point (``retentiond.cli``), which nothing imports.
 
 from __future__ import annotations
 
+import contextlib
+import gc
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -89,14 +92,21 @@ def open_journal(settings: Settings[StoreSection]) -> Journal:
         raise SystemExit(EXIT_JOURNAL) from None
 
 
-def collector_back(args: object, collecting: bool) -> None:
-    """After a one-off command that ran without the cyclic collector: turn it back on, unless
-    the process ends right away without freeing what it built (``cli.main`` set
-    ``process_entry`` and the command ``exit_without_teardown``). Turned on, its first full
-    pass would walk every object of the round (a large store's plan: millions) to free
-    nothing, just before the exit that drops them all."""
-    import gc
-
-    ending = getattr(args, "process_entry", False) and getattr(args, "exit_without_teardown", None)
-    if collecting and not ending:
-        gc.enable()
+@contextlib.contextmanager
+def without_collector(args: object) -> Iterator[None]:
+    """A one-off command's work without the cyclic collector: one round, one document, then
+    exit. A large store's round holds millions of long-lived objects, and the collector's
+    full passes over them free nothing. Turned back on afterwards as it was, unless the
+    process ends right away without freeing what it built (``cli.main`` set
+    ``process_entry`` and the command ``exit_without_teardown``): its first full pass would
+    then walk the whole round just before the exit that drops it."""
+    collecting = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        ending = getattr(args, "process_entry", False) and getattr(
+            args, "exit_without_teardown", None
+        )
+        if collecting and not ending:
+            gc.enable()

@@ -20,9 +20,9 @@ from retentiond.commands.common import (
     EXIT_STORE,
     EXIT_TARGET_MISSED,
     EXIT_USAGE,
-    collector_back,
     load_settings_or_exit,
     open_journal,
+    without_collector,
 )
 
 
@@ -49,17 +49,10 @@ def _size(text: str) -> int:
 
 
 def cmd_rescue(args: argparse.Namespace) -> int:
-    import gc
-
     # One round, one report, then exit, as ``plan``: the round's objects (one per segment)
-    # live until the report is printed, and the cyclic collector's full passes over them,
-    # after the round (the plan's problems, the report), free nothing.
-    collecting = gc.isenabled()
-    gc.disable()
-    try:
+    # live until the report is printed.
+    with without_collector(args):
         return _rescue(args)
-    finally:
-        collector_back(args, collecting)  # as it was, unless the process ends now
 
 
 def _rescue(args: argparse.Namespace) -> int:

@@ -10,9 +10,9 @@ from retentiond.commands.common import (
     EXIT_OK,
     EXIT_PARTIAL,
     EXIT_STORE,
-    collector_back,
     load_settings_or_exit,
     open_journal,
+    without_collector,
 )
 from retentiond.kinds import kind_for
 
@@ -76,16 +76,10 @@ def cmd_once(args: argparse.Namespace) -> int:
 
 
 def cmd_plan(args: argparse.Namespace) -> int:
-    import gc
-
     # One scan, one document, then exit: a 100k-queue plan holds 100k+ long-lived records, and
-    # the cyclic collector's full passes over them cost a fifth of the scan and free nothing.
-    collecting = gc.isenabled()
-    gc.disable()
-    try:
+    # the cyclic collector's full passes over them cost a fifth of the scan.
+    with without_collector(args):
         return _plan(args)
-    finally:
-        collector_back(args, collecting)  # as it was, unless the process ends now
 
 
 def _plan(args: argparse.Namespace) -> int:

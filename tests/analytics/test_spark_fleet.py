@@ -598,9 +598,9 @@ def test_an_empty_table_is_a_readable_parquet_dataset(spark, tmp_path: Path) -> 
     import duckdb
 
     from retentiond.analytics import tables
-    from retentiond.analytics.job import _write, read_records
+    from retentiond.analytics.job import _write, read_deletions, used_deletions
 
-    deletions = tables.real_deletions(read_records(spark, str(tmp_path / "in")))
+    deletions = used_deletions(read_deletions(spark, str(tmp_path / "in"), None)[0])
     empty = tables.forced_deletions(deletions)
     _write(empty, str(tmp_path / "out"), "forced_deletions")
     path = tmp_path / "out" / "forced_deletions"

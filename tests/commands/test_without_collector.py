@@ -6,14 +6,11 @@ from __future__ import annotations
 import argparse
 import gc
 
-from retentiond.commands.common import collector_back
+from retentiond.commands.common import without_collector
 
 
-def _args(entry: bool, teardown: object) -> argparse.Namespace:
-    args = argparse.Namespace(process_entry=entry)
-    if teardown is not None:
-        args.exit_without_teardown = teardown
-    return args
+def _args(entry: bool) -> argparse.Namespace:
+    return argparse.Namespace(process_entry=entry)  # as cli.main sets it
 
 
 def test_the_collector_comes_back_unless_the_process_ends_now() -> None:
@@ -24,12 +21,17 @@ def test_the_collector_comes_back_unless_the_process_ends_now() -> None:
             (True, None, True),  # the command keeps its teardown
             (True, ("plan",), False),  # the process ends at once: no full pass first
         ):
-            gc.disable()
-            collector_back(_args(entry, teardown), collecting=True)
+            gc.enable()
+            args = _args(entry)
+            with without_collector(args):
+                assert not gc.isenabled()
+                if teardown is not None:  # as the command sets it, inside
+                    args.exit_without_teardown = teardown
             assert gc.isenabled() is back, (entry, teardown)
         gc.disable()
-        collector_back(_args(False, None), collecting=False)  # it was off: it stays off
-        assert not gc.isenabled()
+        with without_collector(_args(False)):
+            pass
+        assert not gc.isenabled()  # it was off: it stays off
     finally:
         if was:
             gc.enable()
