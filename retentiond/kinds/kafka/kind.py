@@ -452,15 +452,16 @@ class Kafka(KafkaVoice):
         own_text = None
         known: dict[str, int] = {}
         if split.rescue:
-            # while the child is at work: this half's foreign files, and the space each
-            # segment its plan hands over holds (what the rescue may take of it)
+            # while the child is at work: the space each segment this half's plan hands
+            # over holds (what the rescue may take of it), then its foreign files (which
+            # reuse the listings the first made)
             for p in planned:
-                _ = p.foreign
                 if not p.errors:
                     for q in p.own:
                         for d in q.deletions:
                             assert d.start_offset is not None
                             known[d.path] = segment_allocated(q.partition, d.start_offset)
+                _ = p.foreign
         elif child is not None and not child.ready():
             # this half's part of plan's text while the child is at work (plan --json and
             # --all do not use it: they are made from the whole)

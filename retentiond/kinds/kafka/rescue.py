@@ -228,13 +228,20 @@ def compact(p: PartitionPlan, d: Decision) -> Compact:
     )
 
 
+# a reason's member by its value: ``Reason(value)`` once per reason, not once per segment
+_REASONS: dict[str, Reason] = {}
+
+
 def _decision(c: Compact) -> Decision:
     path, reason, ino, dev, size, mtime_ns, start, end, topic, partition, detail, _ = c
+    member = _REASONS.get(reason)
+    if member is None:
+        member = _REASONS[reason] = Reason(reason)
     return Decision(
         Kind.KAFKA_SEGMENT,
         path,
         Verdict.DELETE,
-        Reason(reason),
+        member,
         FileIdentity(ino, dev, size, mtime_ns),
         start,
         end,
@@ -433,6 +440,7 @@ class _Taking:
                 if self.guard is not None and stop is not None and stop.reason is Reason.UNCONSUMED:
                     self.kept.add(id(p))  # the round's plan kept it already (keep_unconsumed)
         if loss_of is None:  # no progress: partition by partition, in the plan's order
+            guarded = None if self.guard is None else self._guarded  # None: keeps nothing
             for ld in lds:
                 # another process's partitions (``Half``) go where the scan lists them
                 half = self.halves.get(ld.path)
@@ -446,7 +454,7 @@ class _Taking:
                         self._take_compact(there[1])
                         there = next(theirs, None)
                     for d in p.deletions:
-                        if self.enough() or self._guarded(p, d):
+                        if self.enough() or (guarded is not None and guarded(p, d)):
                             break
                         self.take(STEP_RETENTION, ld.path, p, d)
                 while there is not None:
@@ -488,11 +496,13 @@ class _Taking:
 
     def _take_compact(self, segments: list[Compact]) -> None:
         """Step 2 of a partition another process planned (``Half``)."""
+        items, needed, freed = self.group.items, self.group.needed, self.freed
         for c in segments:
-            if self.enough():
+            if freed >= needed:  # ``enough``
                 break
-            self.group.items.append(Item(STEP_RETENTION, _decision(c), c[-1]))
-            self.freed += c[-1]
+            items.append(Item(STEP_RETENTION, _decision(c), c[-1]))
+            freed += c[-1]
+        self.freed = freed
 
     def _guarded(self, p: PartitionPlan, d: Decision) -> bool:
         return d.reason in GUARDED_REASONS and self.kept_by_guard(p, d)

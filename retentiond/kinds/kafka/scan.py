@@ -31,7 +31,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from enum import Enum
 from functools import cached_property
-from operator import attrgetter
+from itertools import repeat
+from operator import add, attrgetter
 from typing import Final
 
 from retentiond.engine.identity import FileIdentity, identity_of
@@ -345,12 +346,16 @@ class Partition:
         """(leader-epoch file, ``.deleted`` leftovers, foreign entries) from the names that
         no segment accounts for, and the entries that are no regular file."""
         path = self.path
-        pre = self._prefixes
-        prefixes = set(pre if pre is not None else map(fm.offset_prefix, self.bases))
+        pre = self._prefix_list()
         # every name a segment accounts for set aside in bulk (a daemon round asks for
-        # this of every partition); only what is left is looked at one by one
-        rest = set(self.names)
-        rest.difference_update([p + sfx for p in prefixes for sfx in _SEGMENT_FILE_SUFFIXES])
+        # this of every partition), each suffix's names made in one C loop; only what is
+        # left is looked at one by one. The listing's set, when something made it already
+        # (a rescue measuring its deletions), is copied: its names' hashes are known
+        listed = self.__dict__.get("listing")
+        rest = set(self.names if listed is None else listed)
+        for sfx in _SEGMENT_FILE_SUFFIXES:
+            rest.difference_update(map(add, pre, repeat(sfx)))
+        prefixes = frozenset(pre) if rest else frozenset()
         epochs: str | None = None
         leftovers: list[str] = []
         foreign: list[tuple[str, str]] = []

@@ -115,10 +115,8 @@ def test_log_prefixes_equal_their_definition(case: str) -> None:
         assert _log_prefixes(list(order)) == plain_log_prefixes(list(order)), order
 
 
-def test_partition_dir_every_kind_of_entry(tmp_path: Path) -> None:
-    """Segments in offset order with their companions, snapshots, leftovers, the orphan index,
-    foreign files, a symlink and a directory named like a segment; the leader-epoch file is
-    read only when asked for, and a bad one is an error then."""
+def _every_kind_of_entry(tmp_path: Path) -> Path:
+    """A partition dir holding every kind of entry (``test_partition_dir_every_kind_of_entry``)."""
     log = KafkaLog(tmp_path, segment_bytes=5 * R)
     log.append_records(15, NOW)
     log.write(hw=15)
@@ -132,6 +130,14 @@ def test_partition_dir_every_kind_of_entry(tmp_path: Path) -> None:
     (d / f"{50:020d}.log").symlink_to(d / f"{0:020d}.log")
     (d / f"{60:020d}.log").mkdir()
     (d / "partition.metadata").write_text("version: 0\n")
+    return d
+
+
+def test_partition_dir_every_kind_of_entry(tmp_path: Path) -> None:
+    """Segments in offset order with their companions, snapshots, leftovers, the orphan index,
+    foreign files, a symlink and a directory named like a segment; the leader-epoch file is
+    read only when asked for, and a bad one is an error then."""
+    d = _every_kind_of_entry(tmp_path)
     part, foreign = scan_partition(str(d), fm.parse_partition_dir_name(d.name))  # type: ignore[arg-type]
     assert [s.base_offset for s in part.segments] == [0, 5, 10]
     assert [s.log_path for s in part.segments] == [str(d / f"{b:020d}.log") for b in (0, 5, 10)]
@@ -149,6 +155,21 @@ def test_partition_dir_every_kind_of_entry(tmp_path: Path) -> None:
     (d / "leader-epoch-checkpoint").write_text("7\n")
     part, _ = scan_partition(str(d), fm.parse_partition_dir_name(d.name))  # type: ignore[arg-type]
     assert part.leader_epochs is None and "unrecognised version" in part.errors[0]
+
+
+def test_classification_is_the_same_after_the_listing_was_made(tmp_path: Path) -> None:
+    """A rescue measures its deletions first (``Partition.listing``), then reports the
+    foreign files: the classification made from that listing is the one made without it."""
+    d = _every_kind_of_entry(tmp_path)
+    (d / "leader-epoch-checkpoint").write_text("0\n1\n0 0\n")
+    (plain,) = scan_log_dir(str(d.parent)).partitions  # classified when first asked
+    (listed,) = scan_log_dir(str(d.parent)).partitions
+    assert f"{0:020d}.index" in listed.listing
+    for part in (plain, listed):
+        assert part.leader_epoch_file == str(d / "leader-epoch-checkpoint")
+    assert plain._classified == listed._classified
+    assert listed.leftovers == (str(d / f"{99:020d}.log.deleted"),)
+    assert (str(d / f"{7:020d}"), "index without .log") in listed.foreign
 
 
 def test_partition_dir_swapped_for_a_symlink_is_not_listed(tmp_path: Path) -> None:
