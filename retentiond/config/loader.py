@@ -13,14 +13,15 @@ import os
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
-from typing import Generic, TypeVar
-
-import yaml
+from typing import TYPE_CHECKING, Generic, TypeVar
 
 from retentiond.config.keys import Format, java_trim
 from retentiond.config.problems import ConfigError, ConfigProblem
 from retentiond.config.properties import PropertyLine, parse_properties
 from retentiond.config.settings import Settings, StoreSection
+
+if TYPE_CHECKING:
+    import yaml
 
 __all__ = ["Claim", "ConfigFile", "Draft", "read_config_file"]
 
@@ -51,6 +52,8 @@ class ConfigFile:
     @cached_property
     def document(self) -> object:
         """The YAML document (PyYAML's safe loader), None when it is not valid YAML."""
+        import yaml  # only a YAML file needs it: a Kafka command reads none (start-up time)
+
         try:
             return yaml.safe_load(self.data)
         except Exception:  # PyYAML raises more than YAMLError on hostile input
@@ -77,6 +80,8 @@ class ConfigFile:
         a file that cannot be read."""
         if self.format is Format.CONF:
             return {java_trim(p.key): p.line for p in self.properties if p.key is not None}
+        import yaml
+
         try:
             root = yaml.compose(self.data, Loader=yaml.SafeLoader)
         except Exception:  # PyYAML raises more than YAMLError on hostile input

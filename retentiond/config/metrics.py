@@ -13,7 +13,6 @@ from __future__ import annotations
 import ipaddress
 import os
 import re
-import ssl
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -126,6 +125,8 @@ def cross_checks(values: Mapping[str, object]) -> list[tuple[str, object, str]]:
     ]
     cert, key = values.get(CERT_KEY), values.get(KEY_KEY)
     if isinstance(cert, Path) and isinstance(key, Path):
+        import ssl  # only with a certificate configured (start-up time of every command)
+
         context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
         try:
             context.load_cert_chain(cert, key)

@@ -27,7 +27,6 @@ import fcntl
 import json
 import os
 import re
-import socket
 import threading
 import time
 import uuid
@@ -147,6 +146,8 @@ class Origin:
 
     @classmethod
     def local(cls, cluster: str, broker: str, store: str) -> Origin:
+        import socket  # here: a command that writes no journal does not import it (start-up)
+
         return cls(cluster, broker, socket.gethostname(), store)
 
 

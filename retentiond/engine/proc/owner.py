@@ -24,7 +24,6 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TypeVar
 
-import psutil
 import structlog
 
 from retentiond.engine.kind import BrokerMain
@@ -135,6 +134,8 @@ def read_owner(
     pid: int, proc_root: str = PROC, brokers: Sequence[BrokerMain] = ()
 ) -> OwnerFigures | None:
     """The figures of ``pid`` (its type told by ``brokers``); None if it is gone."""
+    import psutil  # here: a command that never reads an owner does not import it (start-up)
+
     unreadable: list[str] = []
     same_ns = same_pid_namespace(proc_root, pid)
 

@@ -15,8 +15,6 @@ from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 
-import psutil
-
 _PSUTIL = threading.Lock()
 COMMAND_CHARS = 160  # a JVM command line runs to kilobytes of classpath: people need the start
 
@@ -24,6 +22,8 @@ COMMAND_CHARS = 160  # a JVM command line runs to kilobytes of classpath: people
 @contextmanager
 def procfs(proc_root: str) -> Iterator[None]:
     """psutil reads ``proc_root`` for the duration (one thread at a time)."""
+    import psutil  # here: a command that describes no process does not import it (start-up)
+
     with _PSUTIL:
         previous = psutil.PROCFS_PATH
         psutil.PROCFS_PATH = proc_root
@@ -77,6 +77,8 @@ def describe(pids: Iterable[int], proc_root: str) -> list[ProcessLabel]:
     """Pid, user and command of each process still running. Both come from world-readable
     files (``status``, ``cmdline``), so this works for the very processes whose ``fd`` and
     ``maps`` we may not read."""
+    import psutil
+
     found: list[ProcessLabel] = []
     with procfs(proc_root):
         for pid in pids:

@@ -24,8 +24,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar, cast
 
-import yaml
-
 from retentiond.config import properties
 from retentiond.config.daemon import DAEMON_KEYS, DAEMON_NAMESPACE, cross_checks, daemon_settings
 from retentiond.config.keys import (
@@ -660,6 +658,8 @@ def _yaml_properties(doc: object, path: str) -> tuple[dict[str, str], list[Confi
 
 def yaml_properties(text: str, path: str) -> dict[str, str]:
     """The properties a YAML Kafka config stands for; raises ConfigError."""
+    import yaml  # only for a YAML file (the start-up of a command on server.properties)
+
     try:
         doc = yaml.safe_load(text)
     except Exception as e:  # PyYAML raises more than YAMLError on hostile input
@@ -814,6 +814,8 @@ def _topic_overrides(path: str) -> dict[str, dict[str, str]]:
     """The overrides file: YAML ``topic: {key: value}``; every value is checked now, so a bad
     one is refused at start-up rather than leaving a topic silently unjudged."""
     key = "retentiond.kafka.topicOverrides"
+    import yaml
+
     try:
         with open(path, encoding="utf-8") as f:
             data = yaml.safe_load(f)
