@@ -17,7 +17,6 @@ from __future__ import annotations
 import dataclasses
 import math
 import os
-import socket
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -241,6 +240,8 @@ def _default_commitlog(values: Mapping[str, object]) -> tuple[Path, ...] | None:
 
 def default_broker_name(_: Mapping[str, object] | None = None) -> str:
     """BrokerConfig's default: the local host name, or ``DEFAULT_BROKER`` if there is none."""
+    import socket  # here: a command on a Kafka configuration never asks (start-up time)
+
     try:
         name = socket.gethostname()
     except OSError:
