@@ -386,12 +386,15 @@ def read_deletions(spark: SparkSession, root: str, since: str | None) -> tuple[D
 
 
 def read_rounds(spark: SparkSession, root: str, since: str | None) -> tuple[DataFrame, dict]:
-    """The rounds' frame (``tables.prepare_rounds``: each broker's rounds and summaries in
-    time order, and the time each stands for), every record read with ``why`` it is not used;
-    and the files read per layout. Records not used never follow used ones in time order."""
+    """The rounds' frame, per day, broker and hour (``tables.hourly_rounds``, of
+    ``tables.prepare_rounds``: each broker's rounds and summaries in time order, and the time
+    each stands for), apart by record type, schema version and ``why`` its records are not
+    used (null: they are), with how many records each row stands for (``records``); and the
+    files read per layout. Records not used never follow used ones in time order."""
     raw, files = read_family(spark, root, "rounds", since)
     flat = tables.flatten_rounds(raw).withColumn("why", _why("rounds")).drop("dir_type")
-    return tables.prepare_rounds(flat, ("type", "schema_version", "why"), ("why",)), files
+    apart = ("type", "schema_version", "why")
+    return tables.hourly_rounds(tables.prepare_rounds(flat, apart, ("why",)), apart), files
 
 
 def _used(frame: DataFrame) -> DataFrame:
@@ -407,12 +410,14 @@ def used_deletions(frame: DataFrame) -> DataFrame:
 def _inputs(
     frames: tuple[DataFrame, ...], root: str, since: str | None, files: dict[str, int]
 ) -> Inputs:
-    """One aggregate over each cached frame: what there was, and what was left out."""
+    """One aggregate over each cached frame: what there was, and what was left out (a frame
+    with a ``records`` column, the rounds', holds that many records a row)."""
     rows = []
     for frame in frames:
+        n = F.sum("records") if "records" in frame.columns else F.count(F.lit(1))
         rows += (
             frame.groupBy("why", "type", F.col("schema_version").alias("version"), "dt")
-            .agg(F.count(F.lit(1)).alias("n"))
+            .agg(n.cast("long").alias("n"))
             .collect()
         )
     keys = [f.where(F.col("why").isNull()).select(*tables.KEY) for f in frames]
@@ -493,8 +498,9 @@ def analyze(
     started = time.monotonic()
     configure(spark, (input_root, output))
     # One scan of each family's files, flattened to the scalars the tables read and kept in
-    # memory: the deletions as they are, the rounds in each broker's time order. The inputs'
-    # figures and every table come from these two caches.
+    # memory: the deletions as they are; the rounds, weighed in each broker's time order,
+    # added up per broker and hour. The inputs' figures and every table come from these two
+    # caches.
     deletions_read, files = read_deletions(spark, input_root, since)
     rounds_read, round_files = read_rounds(spark, input_root, since)
     for layout, n in round_files.items():

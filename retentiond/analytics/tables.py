@@ -265,15 +265,24 @@ LATEST_COLUMNS = [
 ]  # fmt: skip
 
 
-def disk_pressure(r: DataFrame) -> DataFrame:
-    """Per day and broker: time above each threshold and rounds that could not help; and
-    the day's latest round's figures (``LATEST_COLUMNS``), so that what needs a broker's
-    latest round reads one row a day instead of every round again."""
+def hourly_rounds(r: DataFrame, extra: Sequence[str] = ()) -> DataFrame:
+    """Per day, broker and hour (epoch hours), and ``extra`` columns: the sums, peaks and
+    latest figures that ``disk_pressure`` adds up per day, and the records they come from
+    (``records``).
+
+    Of ``prepare_rounds``'s rows, one pass right after its window: the job keeps this (a
+    few hundred rows per broker and day at most) instead of every round, and takes from it
+    the daily table, the per-cluster hourly chart (``hourly_ratio``) and the count of what it
+    read. Every figure is a sum, a peak or the value at the latest time, so a day's figure
+    from its hours is the figure from its rounds."""
     with_ratio = F.when(F.col("ratio").isNotNull(), F.col("last_time_ms"))
-    return r.groupBy("dt", *KEY).agg(
+    hour = F.floor(F.col("time_ms") / F.lit(HOUR_MS)).cast("long").alias("hour")
+    return r.groupBy("dt", *KEY, hour, *extra).agg(
+        F.count(F.lit(1)).alias("records"),
         F.sum("n").cast("long").alias("rounds"),
         F.max("ratio_max").alias("max_ratio"),
-        (F.sum("ratio_sum") / F.sum("ratio_n")).alias("avg_ratio"),
+        F.sum("ratio_sum").alias("ratio_sum"),
+        F.sum("ratio_n").cast("long").alias("ratio_n"),
         _ms_in(OVER_MAX, "inner_over_max").alias("ms_over_max_ratio"),
         _ms_in(OVER_FORCIBLY, "inner_over_forcibly").alias("ms_over_clean_forcibly"),
         _ms_in(["warning_level"], "inner_warning").alias("ms_over_warning_level"),
@@ -288,6 +297,30 @@ def disk_pressure(r: DataFrame) -> DataFrame:
         F.max(with_ratio).alias("_ratio_ms"),
         F.max_by("ratio", with_ratio).alias("_ratio"),
         F.max_by("warning_level_ratio", with_ratio).alias("_warning"),
+    )
+
+
+def disk_pressure(h: DataFrame) -> DataFrame:
+    """Per day and broker, from ``hourly_rounds``: time above each threshold and rounds that
+    could not help; and the day's latest round's figures (``LATEST_COLUMNS``), so that what
+    needs a broker's latest round reads one row a day instead of every round again."""
+    return h.groupBy("dt", *KEY).agg(
+        F.sum("rounds").cast("long").alias("rounds"),
+        F.max("max_ratio").alias("max_ratio"),
+        (F.sum("ratio_sum") / F.sum("ratio_n")).alias("avg_ratio"),
+        F.sum("ms_over_max_ratio").cast("long").alias("ms_over_max_ratio"),
+        F.sum("ms_over_clean_forcibly").cast("long").alias("ms_over_clean_forcibly"),
+        F.sum("ms_over_warning_level").cast("long").alias("ms_over_warning_level"),
+        F.sum("stuck_rounds").cast("long").alias("stuck_rounds"),
+        F.sum("error_rounds").cast("long").alias("error_rounds"),
+        F.sum("failures").cast("long").alias("failures"),
+        F.max("max_expired_pending").alias("max_expired_pending"),
+        F.max("_last_ms").alias("_last_ms"),
+        F.max_by("_reserved", "_last_ms").alias("_reserved"),
+        F.max_by("_store_kind", "_last_ms").alias("_store_kind"),
+        F.max("_ratio_ms").alias("_ratio_ms"),
+        F.max_by("_ratio", "_ratio_ms").alias("_ratio"),
+        F.max_by("_warning", "_ratio_ms").alias("_warning"),
     )
 
 
@@ -400,10 +433,11 @@ def top_losses(risk: DataFrame, by: str, limit: int) -> DataFrame:
     )
 
 
-def hourly_ratio(r: DataFrame) -> DataFrame:
-    """Per broker and hour (epoch hours): the peak disk ratio, for the per-cluster charts."""
+def hourly_ratio(h: DataFrame) -> DataFrame:
+    """Per broker and hour (epoch hours), from ``hourly_rounds``: the peak disk ratio, for
+    the per-cluster charts."""
     return (
-        r.where(F.col("ratio_max").isNotNull())
-        .groupBy(*KEY, F.floor(F.col("time_ms") / F.lit(HOUR_MS)).cast("long").alias("hour"))
-        .agg(F.max("ratio_max").alias("ratio"))
+        h.where(F.col("max_ratio").isNotNull())
+        .groupBy(*KEY, "hour")
+        .agg(F.max("max_ratio").alias("ratio"))
     )
