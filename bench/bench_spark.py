@@ -175,7 +175,7 @@ DUCKDB_SQL = {
             FROM trend t LEFT JOIN latest l USING (cluster, broker, host)),
         d AS (
             SELECT *, CASE WHEN fitted_ratio_now >= warning_level_ratio THEN 0.0
-                           WHEN slope_per_day > 0
+                           WHEN slope_per_day > 1e-9  -- tables.FLAT_SLOPE_PER_DAY
                            THEN (warning_level_ratio - fitted_ratio_now) / slope_per_day
                       END AS days_to_warning
             FROM f)

@@ -16,6 +16,10 @@ KEY = ["cluster", "broker", "host"]
 HOUR_MS = 3_600_000.0
 MAX_PROJECTION_DAYS = 3650  # further than ten years out is "not in sight", not a date
 DAY_DIGITS = 6  # days to the warning level are rounded to this many decimals before a date
+# A trend of at most a billionth of the disk a day is flat: least squares over days whose
+# peaks are all equal comes out at +-1e-18 or so, not 0, and a slope that is only rounding
+# noise must not project the warning level 10^16 days out (nor order brokers by that figure).
+FLAT_SLOPE_PER_DAY = 1e-9
 OVER_MAX = list(STATES_WEIGHED)  # over_max_ratio, clean_forcibly, warning_level
 OVER_FORCIBLY = ["clean_forcibly", "warning_level"]
 # The kinds whose deletions measure retention: a RocketMQ CommitLog file, a Kafka segment.
@@ -349,7 +353,7 @@ def capacity_forecast(pressure: DataFrame, as_of: str) -> DataFrame:
     warning = F.col("warning_level_ratio")
     days = (
         F.when(fitted >= warning, F.lit(0.0))
-        .when(slope > 0, (warning - fitted) / slope)
+        .when(slope > FLAT_SLOPE_PER_DAY, (warning - fitted) / slope)
         .otherwise(F.lit(None).cast("double"))
     )
     out = trend.join(latest, KEY, "left").select(

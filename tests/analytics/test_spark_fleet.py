@@ -373,7 +373,7 @@ def forecasts(fleet: fleet_sim.Fleet, source=rounds) -> dict[tuple, dict[str, An
         warning = last["thresholds"]["warning_level_ratio"]
         if fitted >= warning:
             days: float | None = 0.0
-        elif slope > 0:
+        elif slope > 1e-9:  # tables.FLAT_SLOPE_PER_DAY: a flat disk's noise is no trend
             days = (warning - fitted) / slope
         else:
             days = None
@@ -394,6 +394,27 @@ def forecasts(fleet: fleet_sim.Fleet, source=rounds) -> dict[tuple, dict[str, An
             "projected_warning_date": projected,
         }
     return out
+
+
+def test_a_flat_disk_projects_no_warning_date(spark) -> None:
+    """Peaks that go up and back down again (0.46, 0.46, 0.47, 0.47, 0.46, 0.46) have no
+    trend; least squares give 1.5e-16 a day, rounding noise, which projected the warning
+    level 2.9e15 days out and put the broker ahead of those with no projection."""
+    from retentiond.analytics.tables import capacity_forecast
+
+    peaks = [0.46, 0.46, 0.47, 0.47, 0.46, 0.46]
+    rows = [
+        ("c", "b", "h", f"2024-03-0{i + 4}", y, y, 1_709_510_400_000 + i * 86_400_000, 0.9)
+        for i, y in enumerate(peaks)
+    ]
+    pressure = spark.createDataFrame(
+        rows,
+        "cluster string, broker string, host string, dt string, max_ratio double, "
+        "_ratio double, _ratio_ms long, _warning double",
+    )
+    [row] = capacity_forecast(pressure, "2024-03-09").collect()
+    assert abs(row["slope_per_day"]) < 1e-12
+    assert row["days_to_warning"] is None and row["projected_warning_date"] is None
 
 
 def test_capacity_forecast(fleet, analysis) -> None:
