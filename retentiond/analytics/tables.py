@@ -308,16 +308,15 @@ def disk_pressure(h: DataFrame) -> DataFrame:
     """Per day and broker, from ``hourly_rounds``: time above each threshold and rounds that
     could not help; and the day's latest round's figures (``LATEST_COLUMNS``), so that what
     needs a broker's latest round reads one row a day instead of every round again."""
+    summed = [
+        "ms_over_max_ratio", "ms_over_clean_forcibly", "ms_over_warning_level",
+        "stuck_rounds", "error_rounds", "failures",
+    ]  # fmt: skip
     return h.groupBy("dt", *KEY).agg(
         F.sum("rounds").cast("long").alias("rounds"),
         F.max("max_ratio").alias("max_ratio"),
         (F.sum("ratio_sum") / F.sum("ratio_n")).alias("avg_ratio"),
-        F.sum("ms_over_max_ratio").cast("long").alias("ms_over_max_ratio"),
-        F.sum("ms_over_clean_forcibly").cast("long").alias("ms_over_clean_forcibly"),
-        F.sum("ms_over_warning_level").cast("long").alias("ms_over_warning_level"),
-        F.sum("stuck_rounds").cast("long").alias("stuck_rounds"),
-        F.sum("error_rounds").cast("long").alias("error_rounds"),
-        F.sum("failures").cast("long").alias("failures"),
+        *(F.sum(c).cast("long").alias(c) for c in summed),
         F.max("max_expired_pending").alias("max_expired_pending"),
         F.max("_last_ms").alias("_last_ms"),
         F.max_by("_reserved", "_last_ms").alias("_reserved"),
