@@ -275,7 +275,7 @@ def hourly_rounds(r: DataFrame, extra: Sequence[str] = ()) -> DataFrame:
     (``records``).
 
     Of ``prepare_rounds``'s rows, one pass right after its window: the job keeps this (a
-    few hundred rows per broker and day at most) instead of every round, and takes from it
+    few hundred rows per broker and day at most), not the rounds themselves, and takes from it
     the daily table, the per-cluster hourly chart (``hourly_ratio``) and the count of what it
     read. Every figure is a sum, a peak or the value at the latest time, so a day's figure
     from its hours is the figure from its rounds."""
@@ -307,7 +307,7 @@ def hourly_rounds(r: DataFrame, extra: Sequence[str] = ()) -> DataFrame:
 def disk_pressure(h: DataFrame) -> DataFrame:
     """Per day and broker, from ``hourly_rounds``: time above each threshold and rounds that
     could not help; and the day's latest round's figures (``LATEST_COLUMNS``), so that what
-    needs a broker's latest round reads one row a day instead of every round again."""
+    needs a broker's latest round reads one row a day, not every round."""
     summed = [
         "ms_over_max_ratio", "ms_over_clean_forcibly", "ms_over_warning_level",
         "stuck_rounds", "error_rounds", "failures",

@@ -398,8 +398,8 @@ def forecasts(fleet: fleet_sim.Fleet, source=rounds) -> dict[tuple, dict[str, An
 
 def test_a_flat_disk_projects_no_warning_date(spark) -> None:
     """Peaks that go up and back down again (0.46, 0.46, 0.47, 0.47, 0.46, 0.46) have no
-    trend; least squares give 1.5e-16 a day, rounding noise, which projected the warning
-    level 2.9e15 days out and put the broker ahead of those with no projection."""
+    trend; least squares give 1.5e-16 a day, rounding noise, which must neither project the
+    warning level 2.9e15 days out nor rank the broker ahead of those with no projection."""
     from retentiond.analytics.tables import capacity_forecast
 
     peaks = [0.46, 0.46, 0.47, 0.47, 0.46, 0.46]
