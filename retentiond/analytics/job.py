@@ -12,6 +12,7 @@ import json
 import os
 import sys
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -57,6 +58,8 @@ TABLES = (
     "fleet_summary",
 )
 TOP_OFFENDERS = 20
+# Jobs the driver submits at once while it writes the tables (``analyze``).
+SIDE_BY_SIDE = 4
 
 FLEET_SCHEMA = StructType(
     [
@@ -229,6 +232,12 @@ def configure(spark: SparkSession, paths: tuple[str, ...] = ()) -> None:
         # List the day directories (a month: 30 of them) in parallel, not one by one on the
         # driver: a fleet's month is tens of thousands of broker directories per type.
         spark.conf.set("spark.sql.sources.parallelPartitionDiscovery.threshold", "8")
+    if not sc.getConf().contains("spark.sql.objectHashAggregate.sortBased.fallbackThreshold"):
+        # The exact percentiles (and the sets of forced days) keep every group's values in
+        # a hash map; past 128 groups in a task Spark's default sorts every row instead. A
+        # group is a broker and day (a month of a 500-broker fleet: 15,000); its values are
+        # the ages of that day's deletions, the whole input at most.
+        spark.conf.set("spark.sql.objectHashAggregate.sortBased.fallbackThreshold", "32768")
     if sc.master.startswith("local"):
         local = bool(paths) and all(_is_local(p) for p in paths)
         _trim_hadoop_defaults(spark, local_files=local)
@@ -529,14 +538,23 @@ def analyze(
         "rescue": tables.rescue(deletions),
     }
     result = Result(as_of, inputs, steps=steps)
-    for name, df in built.items():
-        _write(df, output, name)
-        result.counts[name] = -1  # not counted: a count would be one more pass over the data
-        steps[name] = mark()
     window = tables.broker_window(deletions, pressure, as_of)
     merged = window.join(forecast.drop("dt"), tables.KEY, "left")
-    losses = _losses_by_broker(at_risk)
-    fleet = risk.rank(_rows(merged), losses)
+    # The tables and the per-broker figures of the ranking are independent jobs over the
+    # same caches: submitted side by side, the cores that one job's last tasks (or its
+    # single writing task) leave idle run another's, and the driver plans one while the
+    # executors run another.
+    with ThreadPoolExecutor(max_workers=SIDE_BY_SIDE, thread_name_prefix="table") as pool:
+        writes = [pool.submit(_write, df, output, name) for name, df in built.items()]
+        per_broker = pool.submit(_rows, merged)
+        lost = pool.submit(_losses_by_broker, at_risk)
+        for future in writes:
+            future.result()
+        rows, losses = per_broker.result(), lost.result()
+    for name in built:
+        result.counts[name] = -1  # not counted: a count would be one more pass over the data
+    steps[f"the {len(built)} tables, side by side"] = mark()
+    fleet = risk.rank(_with_losses(rows, losses), losses)
     fleet_df = spark.createDataFrame([_fleet_row(r, as_of) for r in fleet], FLEET_SCHEMA)
     _write(fleet_df, output, "fleet_summary")
     result.counts["fleet_summary"] = len(fleet)
@@ -563,6 +581,21 @@ def _losses_by_broker(at_risk: DataFrame) -> dict[tuple, list[dict[str, Any]]]:
     for v in out.values():
         v.sort(key=lambda r: (-r["messages"], str(r["group"]), str(r["topic"])))
     return out
+
+
+def _with_losses(
+    rows: list[dict[str, Any]], losses: dict[tuple, list[dict[str, Any]]]
+) -> list[dict[str, Any]]:
+    """Each broker's row with ``messages_lost``: the sum of its groups' losses (``losses``),
+    0 for a broker that deleted and lost nothing, None for one that deleted nothing."""
+    for r in rows:
+        key = (r["cluster"], r["broker"], r["host"])
+        lost = losses.get(key)
+        if lost:
+            r["messages_lost"] = sum(int(g["messages"] or 0) for g in lost)
+        else:
+            r["messages_lost"] = 0 if r.get("files_deleted") is not None else None
+    return rows
 
 
 class _Stopwatch:

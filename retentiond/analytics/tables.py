@@ -379,11 +379,11 @@ def capacity_forecast(pressure: DataFrame, as_of: str) -> DataFrame:
 
 
 def broker_window(d: DataFrame, pressure: DataFrame, as_of: str) -> DataFrame:
-    """Everything the risk ranking needs, one row per broker over the whole window."""
+    """Everything the risk ranking needs, one row per broker over the whole window, but the
+    messages it lost: those are ``data_at_risk``'s, added up per broker by the job."""
     cl = F.col("kind") == "commitlog"
     retention_age = F.when(F.col("kind").isin(RETENTION_KINDS), F.col("age_ms"))
     recent = F.col("dt") > F.date_format(F.date_sub(F.to_date(F.lit(as_of)), 7), "yyyy-MM-dd")
-    lost = F.aggregate("loss_groups", F.lit(0).cast("long"), lambda acc, g: acc + g["messages"])
     dels = d.groupBy(*KEY).agg(
         F.count(F.lit(1)).alias("files_deleted"),
         F.coalesce(F.sum("bytes"), F.lit(0)).cast("long").alias("bytes_reclaimed"),
@@ -398,7 +398,6 @@ def broker_window(d: DataFrame, pressure: DataFrame, as_of: str) -> DataFrame:
         F.size(F.collect_set(F.when(F.col("forced") & recent, F.col("dt")))).alias(
             "forced_days_7d"
         ),
-        F.coalesce(F.sum(lost), F.lit(0)).cast("long").alias("messages_lost"),
         F.sum(F.col("rescue").cast("int")).cast("long").alias("rescue_files"),
         F.coalesce(F.sum(F.when(F.col("rescue"), F.col("bytes"))), F.lit(0))
         .cast("long")

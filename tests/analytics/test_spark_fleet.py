@@ -445,6 +445,9 @@ def expected_fleet(fleet: fleet_sim.Fleet) -> dict[tuple, dict[str, Any]]:
             "forced_files": len(forced),
             "forced_bytes": sum(r["bytes"] for r in forced),
             "forced_min_age_hours": min(r["age_ms"] for r in forced) / HOUR if forced else None,
+            "messages_lost": sum(
+                g["messages"] for r in mine for g in (r.get("loss") or {}).get("groups") or []
+            ),
             "retention_p50_hours": pct(cl_ages, 0.5) / HOUR if cl_ages else None,
             "file_reserved_time_hours": my_rounds[-1]["file_reserved_time_hours"],
             "rounds": sum(r["n"] for r in my_rounds),
