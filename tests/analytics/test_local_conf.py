@@ -32,7 +32,11 @@ def test_the_embedded_driver_runs_the_parallel_collector(
     for var in USER_VARS:
         monkeypatch.delenv(var, raising=False)
     monkeypatch.setenv("PYSPARK_SUBMIT_ARGS", "--driver-memory 4g pyspark-shell")
-    assert local_conf(False)[GC] == "-XX:+UseParallelGC"
+    assert local_conf(False)[GC].split() == [
+        "-XX:+UseParallelGC",
+        "-XX:InlineSmallCode=1000",
+        "-XX:FreqInlineSize=100",
+    ]
 
 
 @pytest.mark.parametrize(
@@ -53,4 +57,47 @@ def test_a_collector_the_user_chose_is_left_alone(
     for v in USER_VARS:
         monkeypatch.delenv(v, raising=False)
     monkeypatch.setenv(var, value)
-    assert GC not in local_conf(False)
+    options = local_conf(False).get(GC, "")
+    assert "GC" not in options
+    if "defaultJavaOptions" in value:  # the user's own replace them all
+        assert options == ""
+    else:  # the inlining budgets stay
+        assert options.split() == ["-XX:InlineSmallCode=1000", "-XX:FreqInlineSize=100"]
+
+
+def test_inlining_budgets_the_user_chose_are_left_alone(
+    monkeypatch: pytest.MonkeyPatch, local_conf: Callable[[bool], dict[str, Any]]
+) -> None:
+    for v in USER_VARS:
+        monkeypatch.delenv(v, raising=False)
+    monkeypatch.setenv("JAVA_TOOL_OPTIONS", "-XX:MaxInlineSize=50")
+    assert local_conf(False)[GC] == "-XX:+UseParallelGC"
+
+
+def test_the_embedded_driver_starts_with_those_options(
+    monkeypatch: pytest.MonkeyPatch, local_conf: Callable[[bool], dict[str, Any]]
+) -> None:
+    """The options reach the JVM, which starts with them (a flag it did not know would stop
+    it). In a process of its own: a JVM another test started here would be reused."""
+    import shutil
+    import subprocess
+    import sys
+
+    need(shutil.which("java") is not None, "java is not installed")
+    for v in USER_VARS:
+        monkeypatch.delenv(v, raising=False)
+    script = (
+        "from retentiond.analytics.job import build_session\n"
+        "spark = build_session('local[1]', progress=False)\n"
+        "jvm = spark.sparkContext._jvm\n"
+        "bean = jvm.java.lang.management.ManagementFactory.getRuntimeMXBean()\n"
+        "print('\\n'.join(bean.getInputArguments()))\n"
+        "spark.stop()\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=300
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    args = done.stdout.splitlines()
+    for option in local_conf(False)[GC].split():
+        assert option in args
