@@ -177,7 +177,7 @@ def local_conf(progress: bool) -> dict[str, str]:
         # generated code and the JSON parser while the tasks run, on the same cores. With
         # smaller inlining budgets (HotSpot's defaults: 2500 and 325 bytes of bytecode) each
         # compile costs far less: over a month of a 180-broker fleet on 2 cores, C2's CPU
-        # went from about 33 s to 19 s and the job's wall time down by 7 s, the tasks' code
+        # went from about 35 s to 20 s and the job's wall time down by 7 s, the tasks' code
         # no slower (bench/README.md, "Fleet analysis job").
         options += JIT_OPTIONS
     if options:
