@@ -26,12 +26,18 @@ def local_conf() -> Callable[[bool], dict[str, Any]]:
     return local_conf  # type: ignore[return-value]
 
 
-def test_the_embedded_driver_runs_the_parallel_collector(
-    monkeypatch: pytest.MonkeyPatch, local_conf: Callable[[bool], dict[str, Any]]
-) -> None:
+@pytest.fixture
+def no_user_options(monkeypatch: pytest.MonkeyPatch) -> pytest.MonkeyPatch:
+    """None of the variables where a user names JVM options is set."""
     for var in USER_VARS:
         monkeypatch.delenv(var, raising=False)
-    monkeypatch.setenv("PYSPARK_SUBMIT_ARGS", "--driver-memory 4g pyspark-shell")
+    return monkeypatch
+
+
+def test_the_embedded_driver_runs_the_parallel_collector(
+    no_user_options: pytest.MonkeyPatch, local_conf: Callable[[bool], dict[str, Any]]
+) -> None:
+    no_user_options.setenv("PYSPARK_SUBMIT_ARGS", "--driver-memory 4g pyspark-shell")
     assert local_conf(False)[GC].split() == [
         "-XX:+UseParallelGC",
         "-XX:InlineSmallCode=1000",
@@ -49,14 +55,12 @@ def test_the_embedded_driver_runs_the_parallel_collector(
     ],
 )
 def test_a_collector_the_user_chose_is_left_alone(
-    monkeypatch: pytest.MonkeyPatch,
+    no_user_options: pytest.MonkeyPatch,
     local_conf: Callable[[bool], dict[str, Any]],
     var: str,
     value: str,
 ) -> None:
-    for v in USER_VARS:
-        monkeypatch.delenv(v, raising=False)
-    monkeypatch.setenv(var, value)
+    no_user_options.setenv(var, value)
     options = local_conf(False).get(GC, "")
     assert "GC" not in options
     if "defaultJavaOptions" in value:  # the user's own replace them all
@@ -66,16 +70,14 @@ def test_a_collector_the_user_chose_is_left_alone(
 
 
 def test_inlining_budgets_the_user_chose_are_left_alone(
-    monkeypatch: pytest.MonkeyPatch, local_conf: Callable[[bool], dict[str, Any]]
+    no_user_options: pytest.MonkeyPatch, local_conf: Callable[[bool], dict[str, Any]]
 ) -> None:
-    for v in USER_VARS:
-        monkeypatch.delenv(v, raising=False)
-    monkeypatch.setenv("JAVA_TOOL_OPTIONS", "-XX:MaxInlineSize=50")
+    no_user_options.setenv("JAVA_TOOL_OPTIONS", "-XX:MaxInlineSize=50")
     assert local_conf(False)[GC] == "-XX:+UseParallelGC"
 
 
 def test_the_embedded_driver_starts_with_those_options(
-    monkeypatch: pytest.MonkeyPatch, local_conf: Callable[[bool], dict[str, Any]]
+    no_user_options: pytest.MonkeyPatch, local_conf: Callable[[bool], dict[str, Any]]
 ) -> None:
     """The options reach the JVM, which starts with them (a flag it did not know would stop
     it). In a process of its own: a JVM another test started here would be reused."""
@@ -84,8 +86,6 @@ def test_the_embedded_driver_starts_with_those_options(
     import sys
 
     need(shutil.which("java") is not None, "java is not installed")
-    for v in USER_VARS:
-        monkeypatch.delenv(v, raising=False)
     script = (
         "from retentiond.analytics.job import build_session\n"
         "spark = build_session('local[1]', progress=False)\n"
