@@ -60,6 +60,8 @@ TABLES = (
 TOP_OFFENDERS = 20
 # Jobs the driver submits at once while it writes the tables (``analyze``).
 SIDE_BY_SIDE = 4
+# The embedded driver's C2 inlining budgets (``local_conf``).
+JIT_OPTIONS = ("-XX:InlineSmallCode=1000", "-XX:FreqInlineSize=100")
 
 FLEET_SCHEMA = StructType(
     [
@@ -176,18 +178,14 @@ def local_conf(progress: bool) -> dict[str, str]:
         # A nightly job is a cold JVM: its optimising (C2) compiler compiles Spark's
         # generated code and the JSON parser while the tasks run, on the same cores. With
         # smaller inlining budgets (HotSpot's defaults: 2500 and 325 bytes of bytecode) each
-        # compile costs far less: over a month of a 180-broker fleet on 2 cores, C2's CPU
-        # went from about 35 s to 20 s and the job's wall time down by 7 s, the tasks' code
-        # no slower (bench/README.md, "Fleet analysis job").
+        # compile costs far less: over a month of a 180-broker fleet on 2 cores, C2 takes
+        # about 20 s of CPU instead of 35 s and the job 7 s less, with no slower task code
+        # (bench/README.md, "Fleet analysis job").
         options += JIT_OPTIONS
     if options:
         # Spark's "default" Java options: the user's own (extraJavaOptions) come after them.
         conf["spark.driver.defaultJavaOptions"] = " ".join(options)
     return conf
-
-
-# The embedded driver's C2 inlining budgets (``local_conf``).
-JIT_OPTIONS = ("-XX:InlineSmallCode=1000", "-XX:FreqInlineSize=100")
 
 
 def _chosen(what: str) -> bool:
@@ -608,7 +606,7 @@ def _with_losses(
         key = (r["cluster"], r["broker"], r["host"])
         lost = losses.get(key)
         if lost:
-            r["messages_lost"] = sum(int(g["messages"] or 0) for g in lost)
+            r["messages_lost"] = sum(g["messages"] for g in lost)
         else:
             r["messages_lost"] = 0 if r.get("files_deleted") is not None else None
     return rows
