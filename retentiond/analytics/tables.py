@@ -44,8 +44,7 @@ DELETION_COLUMNS = [
 ROUND_COLUMNS = [
     "time_ms", "last_time_ms", "n", "ratio_max", "ratio_sum", "ratio_n", "ratio", "disk_state",
     "interval_ms", "inner_over_max", "inner_over_forcibly", "inner_warning", "stuck", "error",
-    "failures", "expired_pending", "file_reserved_time_hours", "warning_level_ratio",
-    "store_kind",
+    "failures", "expired_pending", "file_reserved_time_hours", "warning_level_ratio", "kafka",
 ]  # fmt: skip
 
 
@@ -74,7 +73,6 @@ def _round_columns() -> list[Column]:
     t = F.col("type")
     is_summary = t == "round_summary"
     kafka = F.col("plan_only_log_dirs").isNotNull()  # a field only Kafka rounds carry
-    store_kind = F.when(kafka, F.lit("kafka")).otherwise(F.lit("rocketmq"))
     # RocketMQ: the worse of its two ratios; Kafka: the fullest log dir's disk
     ratio = F.when(kafka, F.array_max(F.col("disk.ratio"))).otherwise(
         F.greatest("triggers.physic_ratio", "triggers.logics_ratio")
@@ -123,7 +121,9 @@ def _round_columns() -> list[Column]:
         pick(F.col("max.expired_pending"), F.col("expired_pending")).alias("expired_pending"),
         F.col("file_reserved_time_hours"),
         warning.alias("warning_level_ratio"),
-        store_kind.alias("store_kind"),
+        # the store kind as a flag, not its name: an aggregate keeps a flag in place, and
+        # one name among its figures turns a hash aggregate into a sort of every round
+        kafka.alias("kafka"),
     ]
 
 
@@ -204,6 +204,8 @@ def effective_retention(d: DataFrame) -> DataFrame:
     """Per day and broker: the age of CommitLog files (Kafka: segments) at deletion against
     fileReservedTime (Kafka's retention is per topic: no configured figure here)."""
     reserved = F.col("file_reserved_time_hours")
+    # both percentiles from one aggregate: each percentile aggregate keeps every value
+    pcts = F.col("_pcts")
     out = (
         d.where(F.col("kind").isin(RETENTION_KINDS))
         .groupBy("dt", *KEY)
@@ -211,15 +213,22 @@ def effective_retention(d: DataFrame) -> DataFrame:
             F.count(F.lit(1)).alias("files"),
             F.sum(F.col("forced").cast("int")).alias("forced_files"),
             _hours(F.min("age_ms")).alias("min_age_hours"),
-            _hours(_pct("age_ms", 0.5)).alias("p50_age_hours"),
-            _hours(_pct("age_ms", 0.95)).alias("p95_age_hours"),
+            F.expr("percentile(age_ms, array(0.5, 0.95))").alias("_pcts"),
             _hours(F.max("age_ms")).alias("max_age_hours"),
             F.max("file_reserved_time_hours").alias("file_reserved_time_hours"),
         )
     )
-    return out.withColumn(
-        "p50_vs_reserved",
-        F.when(reserved > 0, F.col("p50_age_hours") / reserved),
+    return out.select(
+        "dt",
+        *KEY,
+        "files",
+        "forced_files",
+        "min_age_hours",
+        _hours(pcts[0]).alias("p50_age_hours"),
+        _hours(pcts[1]).alias("p95_age_hours"),
+        "max_age_hours",
+        "file_reserved_time_hours",
+        F.when(reserved > 0, _hours(pcts[0]) / reserved).alias("p50_vs_reserved"),
     )
 
 
@@ -247,14 +256,17 @@ def prepare_rounds(
     ``extra`` columns are kept as they are; rows that differ in an ``apart`` column never
     follow one another (the job keeps the rows it does not use, to count them, apart).
     """
-    items = flat.select("dt", *KEY, *ROUND_COLUMNS, *extra)
     w = Window.partitionBy(*KEY, *apart).orderBy("time_ms")
-    gap = F.lead("time_ms").over(w) - F.col("last_time_ms")
+    # the next record's start as a column: each use of a window expression is a window
+    # function of its own, and the tail below reads it three times
+    nxt = F.lead("time_ms").over(w).alias("_next")
+    items = flat.select("dt", *KEY, *ROUND_COLUMNS, *extra, nxt)
+    gap = F.col("_next") - F.col("last_time_ms")
     interval = F.col("interval_ms")
     tail = F.when(gap.isNull(), F.coalesce(interval, F.lit(0))).otherwise(
         F.least(gap, F.coalesce(interval * 2, gap))
     )
-    return items.withColumn("tail_ms", tail.cast("long")).drop("interval_ms")
+    return items.withColumn("tail_ms", tail.cast("long")).drop("interval_ms", "_next")
 
 
 def _ms_in(states: list[str], inner: str) -> Column:
@@ -265,7 +277,7 @@ def _ms_in(states: list[str], inner: str) -> Column:
 # What ``disk_pressure`` keeps of each day's latest round for the per-broker figures
 # (``capacity_forecast``, ``broker_window``): not columns of the table it writes.
 LATEST_COLUMNS = [
-    "_last_ms", "_reserved", "_store_kind", "_ratio_ms", "_ratio", "_warning",
+    "_last_ms", "_reserved", "_kafka", "_ratio_ms", "_ratio", "_warning",
 ]  # fmt: skip
 
 
@@ -296,7 +308,7 @@ def hourly_rounds(r: DataFrame, extra: Sequence[str] = ()) -> DataFrame:
         F.max("expired_pending").alias("max_expired_pending"),
         F.max("last_time_ms").alias("_last_ms"),
         F.max_by("file_reserved_time_hours", "last_time_ms").alias("_reserved"),
-        F.max_by("store_kind", "last_time_ms").alias("_store_kind"),
+        F.max_by("kafka", "last_time_ms").alias("_kafka"),
         # of the rounds that measured a ratio (max_by passes over a null ordering)
         F.max(with_ratio).alias("_ratio_ms"),
         F.max_by("ratio", with_ratio).alias("_ratio"),
@@ -320,7 +332,7 @@ def disk_pressure(h: DataFrame) -> DataFrame:
         F.max("max_expired_pending").alias("max_expired_pending"),
         F.max("_last_ms").alias("_last_ms"),
         F.max_by("_reserved", "_last_ms").alias("_reserved"),
-        F.max_by("_store_kind", "_last_ms").alias("_store_kind"),
+        F.max_by("_kafka", "_last_ms").alias("_kafka"),
         F.max("_ratio_ms").alias("_ratio_ms"),
         F.max_by("_ratio", "_ratio_ms").alias("_ratio"),
         F.max_by("_warning", "_ratio_ms").alias("_warning"),
@@ -412,8 +424,11 @@ def broker_window(d: DataFrame, pressure: DataFrame, as_of: str) -> DataFrame:
         F.sum("stuck_rounds").cast("long").alias("stuck_rounds"),
         F.sum("error_rounds").cast("long").alias("error_rounds"),
         F.max_by("_reserved", "_last_ms").alias("file_reserved_time_hours"),
-        F.max_by("_store_kind", "_last_ms").alias("store_kind"),
+        F.max_by("_kafka", "_last_ms").alias("_kafka"),
     )
+    kafka = F.col("_kafka")
+    store_kind = F.when(kafka, F.lit("kafka")).when(kafka.isNotNull(), F.lit("rocketmq"))
+    press = press.withColumn("store_kind", store_kind).drop("_kafka")
     # every broker with a deletion or a round
     return dels.join(press, KEY, "full")
 

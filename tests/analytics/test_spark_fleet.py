@@ -683,3 +683,31 @@ def test_the_inputs_count_what_was_left_out_in_every_layout(spark, tmp_path: Pat
         "dry-run deletions (nothing was deleted)": 1,
     }
     assert (inputs.brokers, inputs.clusters, inputs.days) == (1, 1, 1)
+
+
+def test_the_rounds_are_sorted_once_and_added_up_per_hour_in_a_hash_map(fleet, spark) -> None:
+    """Each broker's rounds are ordered once, for the one window function that finds the
+    next record's start; the hourly sums that follow keep their state in a hash map (a
+    name among them, say the store kind's, would make Spark sort every round again)."""
+    from retentiond.analytics import job
+
+    job.configure(spark, (str(fleet.target),))
+    hourly, _ = job.read_rounds(spark, str(fleet.target), None)
+    plan = hourly._jdf.queryExecution().executedPlan().toString()
+    assert "SortAggregate" not in plan, plan
+    assert plan.count("Sort [") == 1, plan
+    assert plan.count("lead(") == 1, plan
+
+
+def test_a_local_session_forgets_where_the_dropped_defaults_came_from(fleet, spark) -> None:
+    """The YARN and MapReduce defaults a local session drops leave no trace in the record
+    of each property's source (copied with the conf for every file read); the properties
+    kept keep theirs."""
+    from retentiond.analytics import job
+
+    job.configure(spark, (str(fleet.target),))
+    conf = spark.sparkContext._jsc.hadoopConfiguration()
+    dropped = "yarn.resourcemanager.hostname"  # a yarn-default.xml property
+    assert conf.get(dropped) is None
+    assert conf.getPropertySources(dropped) is None
+    assert list(conf.getPropertySources("fs.defaultFS")) == ["core-default.xml"]
