@@ -17,7 +17,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from py4j.java_collections import ListConverter
 from py4j.protocol import Py4JError
 from pyspark.errors import AnalysisException, PySparkRuntimeError
 from pyspark.sql import Column, DataFrame, SparkSession
@@ -291,35 +290,34 @@ def _trim_hadoop_defaults(spark: SparkSession, *, local_files: bool) -> None:
     conf = spark.sparkContext._jsc.hadoopConfiguration()  # type: ignore[attr-defined]
     writer = jvm.java.io.StringWriter()
     jvm.org.apache.hadoop.conf.Configuration.dumpConfiguration(conf, writer)
-    dropped = []
     for prop in json.loads(writer.toString())["properties"]:
         source, key = prop.get("resource"), prop["key"]
         if source in _UNUSED_DEFAULTS or (
             local_files and source == "core-default.xml" and key.startswith(_REMOTE_PREFIXES)
         ):
             conf.unset(key)
-            dropped.append(key)
-    _forget_sources(spark, conf, dropped)
+    _forget_sources(spark, conf)
 
 
-def _forget_sources(spark: SparkSession, conf: Any, keys: list[str]) -> None:
-    """Drop ``keys``, just unset, from the conf's record of where each property came from.
+def _forget_sources(spark: SparkSession, conf: Any) -> None:
+    """Forget where the properties no longer set came from.
 
-    ``Configuration.unset`` leaves a removed property's entry in that record (a private map
-    that only ``getPropertySources`` reads), and each copy of the conf, one per file read,
-    copies the whole map: a thousand entries for the 140 properties left. Reached by
-    reflection; where this Hadoop has no such map, nothing is done (it only saves time).
+    ``Configuration.unset`` leaves a removed property's entry in the conf's record of where
+    each property came from (a private map that only ``getPropertySources`` reads), and each
+    copy of the conf, one per file read, copies the whole map: after ``_trim_hadoop_defaults``,
+    a thousand entries for the 140 properties left. The record keeps the properties still set
+    (the private ``properties``, reached by reflection like the record); where this Hadoop lacks
+    either field, nothing is done (it only saves time).
     """
     jvm: Any = spark.sparkContext._jvm  # type: ignore[attr-defined]
     try:
         cls = jvm.java.lang.Class.forName("org.apache.hadoop.conf.Configuration")
-        record = cls.getDeclaredField("updatingResource")
+        record, props = (cls.getDeclaredField(n) for n in ("updatingResource", "properties"))
         record.setAccessible(True)
-        sources = record.get(conf)
-        if sources is None:
-            return
-        gone = ListConverter().convert(keys, spark.sparkContext._gateway._gateway_client)  # type: ignore[attr-defined]
-        sources.keySet().removeAll(gone)
+        props.setAccessible(True)
+        sources, current = record.get(conf), props.get(conf)
+        if sources is not None and current is not None:
+            sources.keySet().retainAll(current.keySet())
     except Py4JError:
         return
 
