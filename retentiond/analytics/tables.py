@@ -32,8 +32,10 @@ def _hours(col: Column) -> Column:
     return col / F.lit(HOUR_MS)
 
 
-def _pct(col: str, p: float) -> Column:
-    """Exact percentile with linear interpolation (numpy's default), not an estimate."""
+def _pct(col: str, *ps: float) -> Column:
+    """Exact percentile with linear interpolation (numpy's default), not an estimate; of
+    several ``ps``, an array of them from one aggregate (each keeps every value)."""
+    p = str(ps[0]) if len(ps) == 1 else f"array({', '.join(map(str, ps))})"
     return F.expr(f"percentile({col}, {p})")
 
 
@@ -204,7 +206,6 @@ def effective_retention(d: DataFrame) -> DataFrame:
     """Per day and broker: the age of CommitLog files (Kafka: segments) at deletion against
     fileReservedTime (Kafka's retention is per topic: no configured figure here)."""
     reserved = F.col("file_reserved_time_hours")
-    # both percentiles from one aggregate: each percentile aggregate keeps every value
     pcts = F.col("_pcts")
     out = (
         d.where(F.col("kind").isin(RETENTION_KINDS))
@@ -213,7 +214,7 @@ def effective_retention(d: DataFrame) -> DataFrame:
             F.count(F.lit(1)).alias("files"),
             F.sum(F.col("forced").cast("int")).alias("forced_files"),
             _hours(F.min("age_ms")).alias("min_age_hours"),
-            F.expr("percentile(age_ms, array(0.5, 0.95))").alias("_pcts"),
+            _pct("age_ms", 0.5, 0.95).alias("_pcts"),
             _hours(F.max("age_ms")).alias("max_age_hours"),
             F.max("file_reserved_time_hours").alias("file_reserved_time_hours"),
         )
