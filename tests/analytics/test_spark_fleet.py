@@ -711,3 +711,20 @@ def test_a_local_session_forgets_where_the_dropped_defaults_came_from(fleet, spa
     assert conf.get(dropped) is None
     assert conf.getPropertySources(dropped) is None
     assert list(conf.getPropertySources("fs.defaultFS")) == ["core-default.xml"]
+
+
+def test_the_type_filter_is_applied_to_parsed_records_not_inside_the_parser(fleet, spark) -> None:
+    """A journal line names its type among its last keys, so a filter on the type pushed into
+    the JSON parser skips nothing and costs a check after every field: the job's session
+    reads with push-down off, and the records it keeps are the same."""
+    from retentiond.analytics import job
+
+    def records() -> list[list[tuple]]:
+        frames = [job.read_family(spark, str(fleet.target), f, None)[0] for f in job.FAMILIES]
+        return [sorted(map(tuple, df.collect()), key=repr) for df in frames]
+
+    spark.conf.set("spark.sql.json.filterPushdown.enabled", "true")
+    before = records()
+    job.configure(spark, (str(fleet.target),))
+    assert spark.conf.get("spark.sql.json.filterPushdown.enabled") == "false"
+    assert records() == before
