@@ -32,13 +32,6 @@ def _hours(col: Column) -> Column:
     return col / F.lit(HOUR_MS)
 
 
-def _pct(col: str, *ps: float) -> Column:
-    """Exact percentile with linear interpolation (numpy's default), not an estimate; of
-    several ``ps``, an array of them from one aggregate (each keeps every value)."""
-    p = str(ps[0]) if len(ps) == 1 else f"array({', '.join(map(str, ps))})"
-    return F.expr(f"percentile({col}, {p})")
-
-
 DELETION_COLUMNS = [
     "kind", "reason", "forced", "bytes", "age_ms", "file_reserved_time_hours", "rescue",
     "loss_groups",
@@ -163,7 +156,7 @@ def forced_deletions(d: DataFrame) -> DataFrame:
             F.count(F.lit(1)).alias("files"),
             F.coalesce(F.sum("bytes"), F.lit(0)).cast("long").alias("bytes"),
             _hours(F.min("age_ms")).alias("min_age_hours"),
-            _hours(_pct("age_ms", 0.5)).alias("median_age_hours"),
+            _hours(F.percentile("age_ms", 0.5)).alias("median_age_hours"),
             _hours(F.max("age_ms")).alias("max_age_hours"),
             F.max("file_reserved_time_hours").alias("file_reserved_time_hours"),
         )
@@ -214,7 +207,9 @@ def effective_retention(d: DataFrame) -> DataFrame:
             F.count(F.lit(1)).alias("files"),
             F.sum(F.col("forced").cast("int")).alias("forced_files"),
             _hours(F.min("age_ms")).alias("min_age_hours"),
-            _pct("age_ms", 0.5, 0.95).alias("_pcts"),
+            # exact, interpolated as numpy does (not an estimate): both from one aggregate,
+            # which keeps every age of the group once
+            F.percentile("age_ms", [0.5, 0.95]).alias("_pcts"),
             _hours(F.max("age_ms")).alias("max_age_hours"),
             F.max("file_reserved_time_hours").alias("file_reserved_time_hours"),
         )
