@@ -102,7 +102,10 @@ class Child:
     def _read(self, proc: subprocess.Popen[str]) -> None:
         assert proc.stdout is not None
         for line in proc.stdout:
-            self.acked = max(self.acked, int(line))
+            # the pipe is drained to the end: a child's own log lines (the shipper warns of
+            # torn lines on stdout) are not acknowledgements
+            if line.strip().isdigit():
+                self.acked = max(self.acked, int(line))
 
     def kill(self) -> None:
         assert self.proc is not None
